@@ -1,0 +1,1 @@
+//! Placeholder: filled in by the inbox work (issue 5).
