@@ -55,7 +55,10 @@ impl ActionState {
     pub const fn is_ended(self) -> bool {
         matches!(
             self,
-            ActionState::Done | ActionState::Uncertain | ActionState::Failed | ActionState::Cancelled
+            ActionState::Done
+                | ActionState::Uncertain
+                | ActionState::Failed
+                | ActionState::Cancelled
         )
     }
 
@@ -80,7 +83,10 @@ impl ActionState {
             (self, to),
             (Proposed, Admitted | Cancelled)
                 | (Admitted, Executing | Admitted | Cancelled)
-                | (Executing, Executing | Admitted | Done | Uncertain | Failed | Cancelled)
+                | (
+                    Executing,
+                    Executing | Admitted | Done | Uncertain | Failed | Cancelled
+                )
         )
     }
 }

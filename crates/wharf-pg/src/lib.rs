@@ -190,7 +190,12 @@ fn usual_install_dirs() -> Vec<PathBuf> {
             versions.sort_by_key(|p| {
                 let name = p.parent().and_then(Path::file_name);
                 let digits: String = name
-                    .map(|n| n.to_string_lossy().chars().filter(char::is_ascii_digit).collect())
+                    .map(|n| {
+                        n.to_string_lossy()
+                            .chars()
+                            .filter(char::is_ascii_digit)
+                            .collect()
+                    })
                     .unwrap_or_default();
                 std::cmp::Reverse(digits.parse::<u32>().unwrap_or(0))
             });
@@ -225,11 +230,16 @@ impl RunAs {
             return Ok(RunAs::Me);
         }
         let (uid, gid) = lookup_user("postgres").ok_or(Error::NoServerUser)?;
-        let runuser = ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser", "/bin/runuser"]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| is_executable(p))
-            .ok_or(Error::NoRunuser)?;
+        let runuser = [
+            "/usr/sbin/runuser",
+            "/sbin/runuser",
+            "/usr/bin/runuser",
+            "/bin/runuser",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| is_executable(p))
+        .ok_or(Error::NoRunuser)?;
         Ok(RunAs::Postgres { uid, gid, runuser })
     }
 
@@ -474,7 +484,8 @@ impl Cluster {
                 Ok(())
             });
         }
-        cmd.spawn().map_err(io_err("cannot start the watchdog for", dir))?;
+        cmd.spawn()
+            .map_err(io_err("cannot start the watchdog for", dir))?;
         Ok(())
     }
 }
@@ -572,7 +583,13 @@ fn init(
     let mut cmd = run_as.command(&binaries.program("initdb"));
     cmd.arg("-D")
         .arg(data_dir)
-        .args(["-U", SUPERUSER, "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C"])
+        .args([
+            "-U",
+            SUPERUSER,
+            "--auth=scram-sha-256",
+            "--encoding=UTF8",
+            "--locale=C",
+        ])
         .arg(format!("--pwfile={}", pwfile.display()));
     if ephemeral {
         cmd.arg("--no-sync");
@@ -620,8 +637,8 @@ fn socket_dir(dir: &Path) -> Result<PathBuf, Error> {
 }
 
 fn free_port(data_dir: &Path) -> Result<u16, Error> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(io_err("cannot find a free port for", data_dir))?;
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .map_err(io_err("cannot find a free port for", data_dir))?;
     let port = listener
         .local_addr()
         .map_err(io_err("cannot find a free port for", data_dir))?
@@ -633,7 +650,11 @@ fn free_port(data_dir: &Path) -> Result<u16, Error> {
 fn running_port(binaries: &Binaries, run_as: &RunAs, data_dir: &Path) -> Option<u16> {
     let mut cmd = run_as.command(&binaries.program("pg_ctl"));
     cmd.arg("status").arg("-D").arg(data_dir);
-    let status = cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().ok()?;
+    let status = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
     if !status.success() {
         return None;
     }
@@ -650,10 +671,7 @@ fn start_server(
     port: u16,
     options: &Options,
 ) -> Result<(), Error> {
-    let mut server_options = format!(
-        "-p {port} -h 127.0.0.1 -k {}",
-        quote(socket_dir)
-    );
+    let mut server_options = format!("-p {port} -h 127.0.0.1 -k {}", quote(socket_dir));
     for (name, value) in &options.settings {
         let _ = write!(server_options, " -c {name}={value}");
     }
@@ -778,15 +796,24 @@ mod tests {
         fs::write(data.join("precious.txt"), "keep me").unwrap();
         let err = init(&binaries, &RunAs::detect().unwrap(), &data, "pw", true).unwrap_err();
         assert!(matches!(err, Error::NotACluster { .. }), "{err:?}");
-        assert_eq!(fs::read_to_string(data.join("precious.txt")).unwrap(), "keep me");
+        assert_eq!(
+            fs::read_to_string(data.join("precious.txt")).unwrap(),
+            "keep me"
+        );
     }
 
     #[test]
     fn long_directories_get_a_short_socket_path() {
         let long = PathBuf::from(format!("/tmp/{}", "x".repeat(120)));
         let socket = socket_dir(&long).unwrap();
-        assert!(socket.as_os_str().len() <= SOCKET_DIR_BYTES_MAX, "{socket:?}");
-        assert_eq!(socket_dir(Path::new("/tmp/a")).unwrap(), Path::new("/tmp/a/run"));
+        assert!(
+            socket.as_os_str().len() <= SOCKET_DIR_BYTES_MAX,
+            "{socket:?}"
+        );
+        assert_eq!(
+            socket_dir(Path::new("/tmp/a")).unwrap(),
+            Path::new("/tmp/a/run")
+        );
     }
 
     #[test]

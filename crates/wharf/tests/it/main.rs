@@ -1,1 +1,5 @@
-//! Integration tests.
+//! The `wharf` crate's one integration-test binary: real PostgreSQL, one fresh database per test.
+
+mod inbox;
+mod migrate;
+mod outbox;

@@ -1,0 +1,1 @@
+//! The inbox service (placeholder, filled by the inbox work).

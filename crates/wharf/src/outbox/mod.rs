@@ -1,0 +1,1 @@
+//! The outbox (placeholder, filled by the outbox work).

@@ -1,0 +1,1 @@
+//! Inbox statements (placeholder, filled by the inbox work).

@@ -1,0 +1,8 @@
+//! Every SQL statement wharf runs, one `.sql` file each under `sql/`, loaded with `include_str!`
+//! and called from one small function here. Nothing outside this module writes SQL.
+//!
+//! Must not know: business rules. Functions here take decided values and return rows; the
+//! outbox and inbox modules decide (with `wharf-core`) what to write.
+
+pub mod inbox;
+pub mod outbox;

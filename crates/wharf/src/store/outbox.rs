@@ -1,0 +1,1 @@
+//! Outbox statements (placeholder, filled by the outbox work).

@@ -1,0 +1,1 @@
+//! Inbox integration tests (filled by the inbox work).

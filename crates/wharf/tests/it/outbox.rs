@@ -1,0 +1,1 @@
+//! Outbox integration tests (filled by the outbox work).
