@@ -1,1 +1,71 @@
-fn main() {}
+//! The `wharf` binary: command-line parsing, configuration, logging and composition.
+//!
+//! Owns: which command runs, how the database is reached (embedded cluster or a URL), and how
+//! the library pieces are wired into a server. Must not know: any business rule — every command
+//! calls the `wharf` library and prints what it returns.
+
+mod cmd;
+mod config;
+mod db;
+mod logging;
+mod shutdown;
+
+use clap::{Parser, Subcommand};
+
+/// wharf: a durable outbox for side effects and a signed-envelope inbox, on PostgreSQL.
+#[derive(Debug, Parser)]
+#[command(name = "wharf", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    global: config::GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP API (ingest, admin, metrics, health) and the executor.
+    Serve(cmd::serve::ServeArgs),
+    /// Run the executor only (an extra replica).
+    Work(cmd::serve::WorkArgs),
+    /// Bring the database schema up to date, then exit.
+    Migrate,
+    // New commands go above this line, one variant each, with their module under cmd/.
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    // wharf uses one TLS crypto backend, ring; reqwest and lettre need it installed as the
+    // process default before they build a client. An Err means it already is.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = match config::Config::load(&cli.global) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    logging::init(config.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => cmd::serve::serve(&config, args).await,
+            Command::Work(args) => cmd::serve::work(&config, args).await,
+            Command::Migrate => cmd::serve::migrate(&config).await,
+            // New commands are dispatched above this line.
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,5 @@
-//! Integration tests.
+//! The `wharf` binary's one integration-test binary: the real executable, real PostgreSQL,
+//! real HTTP on loopback.
+
+mod serve;
+mod support;

@@ -6,3 +6,11 @@
 
 pub mod inbox;
 pub mod outbox;
+
+/// Whether the database answers a trivial query (`/readyz`).
+pub async fn ping(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    sqlx::query(include_str!("../../sql/ping.sql"))
+        .execute(pool)
+        .await
+        .map(|_| ())
+}

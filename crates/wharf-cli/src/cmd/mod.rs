@@ -1,0 +1,5 @@
+//! One module per command group. Each parses its own arguments (clap `Args`/`Subcommand`) and
+//! exposes `async fn run(config, args) -> anyhow::Result<()>`.
+
+pub mod progress;
+pub mod serve;

@@ -1,0 +1,114 @@
+//! `wharf serve`, `wharf work` and `wharf migrate`: composition of the server and the executor.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::config::Config;
+use crate::db::{Database, Open};
+
+/// Where `serve` listens when nothing else is said: loopback only, so a first run exposes
+/// nothing to the network.
+pub const LISTEN_DEFAULT: &str = "127.0.0.1:8080";
+
+/// Connections the server's pool may hold: the executor's claims and completions plus HTTP
+/// handlers. PostgreSQL's default `max_connections` is 100; leave room for other replicas.
+pub const SERVE_CONNECTIONS_MAX: u32 = 20;
+
+/// `wharf serve` options.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, env = "WHARF_LISTEN", value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Token for the admin endpoints (`Authorization: Bearer …`). Without one they answer 401.
+    #[arg(long, env = "WHARF_OPERATOR_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    operator_token: Option<String>,
+    /// Serve HTTP only; run no executor in this process.
+    #[arg(long)]
+    no_executor: bool,
+}
+
+/// `wharf work` options.
+#[derive(Debug, clap::Args)]
+pub struct WorkArgs {}
+
+/// The `[serve]` table of the configuration file.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServeSection {
+    listen: Option<SocketAddr>,
+    operator_token: Option<String>,
+}
+
+/// `wharf serve`.
+pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
+    let section: ServeSection = config.section("serve")?;
+    let listen = args
+        .listen
+        .or(section.listen)
+        .unwrap_or_else(|| LISTEN_DEFAULT.parse().expect("the default address parses"));
+    let prometheus = install_prometheus()?;
+    let db = Database::open(
+        config,
+        Open {
+            migrate: true,
+            connections_max: SERVE_CONNECTIONS_MAX,
+        },
+    )
+    .await?;
+    let operator_token =
+        wharf_http::auth::OperatorToken::new(args.operator_token.or(section.operator_token));
+    let _ = (&operator_token, args.no_executor);
+
+    let app = wharf_http::app([wharf_http::health::routes(db.pool.clone(), Some(prometheus))]);
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    tracing::info!(address = %listener.local_addr()?, "wharf serving");
+    let served = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(crate::shutdown::signal())
+    .await
+    .context("the HTTP server failed");
+    let closed = db.close().await;
+    served?;
+    closed
+}
+
+/// `wharf work`.
+pub async fn work(config: &Config, _args: WorkArgs) -> anyhow::Result<()> {
+    let db = Database::open(
+        config,
+        Open {
+            migrate: true,
+            connections_max: SERVE_CONNECTIONS_MAX,
+        },
+    )
+    .await?;
+    crate::shutdown::signal().await;
+    db.close().await
+}
+
+/// `wharf migrate`.
+pub async fn migrate(config: &Config) -> anyhow::Result<()> {
+    let db = Database::open(
+        config,
+        Open {
+            migrate: true,
+            connections_max: 2,
+        },
+    )
+    .await?;
+    println!("schema up to date");
+    db.close().await
+}
+
+fn install_prometheus() -> anyhow::Result<PrometheusHandle> {
+    PrometheusBuilder::new()
+        .install_recorder()
+        .context("cannot install the metrics recorder")
+}
