@@ -62,7 +62,11 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         wharf_http::auth::OperatorToken::new(args.operator_token.or(section.operator_token));
     let _ = (&operator_token, args.no_executor);
 
-    let app = wharf_http::app([wharf_http::health::routes(db.pool.clone(), Some(prometheus))]);
+    let routers = vec![
+        wharf_http::health::routes(db.pool.clone(), Some(prometheus)),
+        // Route modules are added above this line, one entry each.
+    ];
+    let app = wharf_http::app(routers);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
