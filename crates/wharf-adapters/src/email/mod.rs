@@ -1,0 +1,1 @@
+//! The `email` kind (placeholder, filled by the email work).

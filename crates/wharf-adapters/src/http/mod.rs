@@ -1,0 +1,1 @@
+//! The network sender (placeholder, filled by the outbound work).

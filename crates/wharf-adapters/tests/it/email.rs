@@ -1,0 +1,1 @@
+//! Email adapter tests (filled by the email work).

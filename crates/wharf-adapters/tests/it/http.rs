@@ -1,0 +1,1 @@
+//! HTTP adapter tests (filled by the outbound work).
