@@ -1,1 +1,246 @@
-//! The inbox service (placeholder, filled by the inbox work).
+//! The inbox: signed `controlplane/v1` envelopes in, acknowledgements out (SPEC §3).
+//!
+//! [`Inbox`] is the service an HTTP layer mounts. [`Inbox::ingest`] (one envelope) and
+//! [`Inbox::ingest_batch`] (many envelopes of one stream, one transaction) run SPEC §3.4 in
+//! exactly this order, and each step that refuses stops the ones after it:
+//!
+//! 0. body length (also enforced by the HTTP layer before reading) ⇒ 413, not audited;
+//! 1. peer limiter keyed by the client address ⇒ 429, before any credential work;
+//! 2. authenticate the bearer token into a closed [`VerifiedIdentity`] ⇒ 401, not audited;
+//! 3. identity limiter keyed by (tenant, account, device, `sync-ingest`) ⇒ 429, not audited,
+//!    and no database work after authentication;
+//! 4. route: URL tenant = credential tenant = envelope tenant, URL project = envelope project;
+//! 5. keys in the verified (tenant, project) scope only, strict Ed25519 verification;
+//! 6. `schema_version == 1`, closed payload schema;
+//! 7. lock the stream (tenant, project, producer = device or account) and decide
+//!    ([`decision`]) against retained identities, the replay floor and the cursor;
+//! 8. commit identities + payloads + cursor walk + redacted audit in one transaction, then
+//!    answer. Any database failure answers 503 with nothing acknowledged.
+//!
+//! Steps 4–6 need no lock, so a batch verifies every signature before it takes the stream lock
+//! and writes with one statement per table, never one round trip per envelope.
+//!
+//! # Reasons
+//!
+//! Every decided answer carries a stable reason: `accepted`, `skipped-sequence`, `duplicate`,
+//! `below-floor`, `route`, `signature-unknown-key`, `signature-revoked-key`,
+//! `signature-retired-key`, `signature-invalid`, `signature-algorithm`, `signature-encoding`,
+//! `schema`, `event-type`, `payload`, `event-id-conflict`, `idempotency-key-conflict`,
+//! `sequence-conflict`, and the decoder's `malformed`, `unknown-field`, `missing-field`,
+//! `duplicate-key`, `float`, `integer-range`, `identity`, `bounds`, `timestamp`. Whole-request
+//! answers use `body-too-large`, `peer-limited`, `identity-limited`, `unauthenticated` and
+//! `database`.
+//!
+//! # Quick start (server side)
+//!
+//! ```no_run
+//! # async fn example(pool: sqlx::PgPool) -> Result<(), wharf::inbox::InboxError> {
+//! use wharf::inbox::{self, Inbox, InboxConfig, Route};
+//! inbox::create_tenant(&pool, "acme").await?;
+//! let credential = inbox::issue_credential(&pool, "acme", "alice", Some("laptop-1")).await?;
+//! let key = inbox::generate_key(&pool, "acme", "web", None, inbox::KEY_REPLAY_WINDOW_DEFAULT).await?;
+//! // give credential.token and key.private_seed_base64() to the producer, then:
+//! let inbox = Inbox::new(pool, InboxConfig::default());
+//! # let body = b"{}";
+//! let answer = inbox
+//!     .ingest("127.0.0.1".parse().unwrap(), &credential.token, Route::new("acme", "web"), body)
+//!     .await;
+//! println!("{} {}", answer.status.as_str(), answer.reason);
+//! # Ok(()) }
+//! ```
+//!
+//! Must not know: HTTP. Status codes are plain numbers in [`Response`]; the axum routes live in
+//! `wharf-http`.
+
+mod credentials;
+pub mod decision;
+mod error;
+mod ingest;
+mod keys;
+pub mod limiter;
+mod response;
+mod retention;
+pub mod streams;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+pub use credentials::{
+    CredentialInfo, IssuedCredential, TOKEN_PREFIX, VerifiedIdentity, authenticate, create_tenant,
+    issue_credential, list_credentials, list_tenants, revoke_credential,
+};
+pub use decision::Outcome;
+pub use error::InboxError;
+pub use keys::{
+    GeneratedKey, KEY_REPLAY_WINDOW_DEFAULT_S, KeyInfo, KeyUse, add_key, generate_key, key_usable,
+    list_keys, retire_key, revoke_key,
+};
+pub use limiter::{LimitPolicy, Limiter};
+pub use response::{BatchResponse, ItemResponse, Original, Response, Status};
+pub use retention::{
+    PAYLOAD_RETENTION_DEFAULT, RETENTION_BATCH_MAX, delete_expired_payloads, run_retention,
+};
+pub use streams::{Producer, StreamChange, StreamId, StreamInfo};
+
+use crate::core::envelope::ENVELOPE_BYTES_MAX;
+use crate::core::schema::Catalog;
+
+/// [`KEY_REPLAY_WINDOW_DEFAULT_S`] as a `Duration`.
+pub const KEY_REPLAY_WINDOW_DEFAULT: Duration = Duration::from_secs(KEY_REPLAY_WINDOW_DEFAULT_S);
+
+/// The limiter purpose SPEC §3.4 step 3 names.
+pub const SYNC_INGEST_PURPOSE: &str = "sync-ingest";
+
+/// How an [`Inbox`] is configured. `Default` gives the production defaults below.
+#[derive(Debug, Clone)]
+pub struct InboxConfig {
+    /// Peer limiter (step 1), per client address. Default 200/s, burst 400: far above one
+    /// honest producer, low enough that one address cannot keep the credential lookup busy.
+    pub peer_limit: LimitPolicy,
+    /// Addresses the peer limiter remembers. Default 65,536 (a few MiB).
+    pub peer_keys_max: usize,
+    /// Identity limiter (step 3), per (tenant, account, device, `sync-ingest`). Default 100/s,
+    /// burst 200. A batch request counts once: batches are the cheap path.
+    pub identity_limit: LimitPolicy,
+    /// Identities the identity limiter remembers. Default 65,536.
+    pub identity_keys_max: usize,
+    /// Largest single-envelope body. Default [`ENVELOPE_BYTES_MAX`] (2 MiB), the largest legal
+    /// envelope; the HTTP layer's body limit must be at least this.
+    pub body_bytes_max: usize,
+    /// Largest batch body. Default 32 MiB.
+    pub batch_body_bytes_max: usize,
+    /// Most envelopes in one batch. Default 1,000: one transaction stays short (well under a
+    /// second) and one stream lock is not held long.
+    pub batch_envelopes_max: usize,
+    /// The payload schemas. Default: the 14 built-in v1 types.
+    pub catalog: Arc<Catalog>,
+}
+
+impl Default for InboxConfig {
+    fn default() -> Self {
+        InboxConfig {
+            peer_limit: LimitPolicy {
+                rate_per_s: 200.0,
+                burst: 400,
+            },
+            peer_keys_max: 65_536,
+            identity_limit: LimitPolicy {
+                rate_per_s: 100.0,
+                burst: 200,
+            },
+            identity_keys_max: 65_536,
+            body_bytes_max: ENVELOPE_BYTES_MAX,
+            batch_body_bytes_max: 32 * 1024 * 1024,
+            batch_envelopes_max: 1000,
+            catalog: Arc::new(Catalog::with_builtin()),
+        }
+    }
+}
+
+/// The route an ingest request came in on: `/v1/tenants/{tenant}/projects/{project}/…`. Taken
+/// as the caller parsed it; the inbox checks it (step 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The URL's tenant.
+    pub tenant: String,
+    /// The URL's project.
+    pub project: String,
+}
+
+impl Route {
+    /// A route.
+    pub fn new(tenant: impl Into<String>, project: impl Into<String>) -> Route {
+        Route {
+            tenant: tenant.into(),
+            project: project.into(),
+        }
+    }
+}
+
+/// The identity limiter's key: who, and for what purpose.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct IdentityKey {
+    identity: VerifiedIdentity,
+    purpose: &'static str,
+}
+
+/// How far requests got through the pipeline, counted since the inbox was built. A test hook
+/// and a cheap health signal: e.g. a limited peer must not raise `authentications`, and a
+/// limited identity must not raise `key_lookups` or `stream_transactions`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InboxCounters {
+    /// Credential verifications started (step 2).
+    pub authentications: u64,
+    /// Key lookups (step 5; one per request).
+    pub key_lookups: u64,
+    /// Transactions that locked a stream (step 7).
+    pub stream_transactions: u64,
+    /// Audit writes (one per request that reached a decision).
+    pub audit_writes: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    authentications: AtomicU64,
+    key_lookups: AtomicU64,
+    stream_transactions: AtomicU64,
+    audit_writes: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The inbox service. Cheap to share: wrap it in an `Arc` and hand it to every request.
+#[derive(Debug)]
+pub struct Inbox {
+    pool: PgPool,
+    config: InboxConfig,
+    peer_limiter: Limiter<IpAddr>,
+    identity_limiter: Limiter<IdentityKey>,
+    counters: Counters,
+}
+
+impl Inbox {
+    /// An inbox on `pool` (migrated with [`crate::migrate::run`]).
+    pub fn new(pool: PgPool, config: InboxConfig) -> Inbox {
+        Inbox {
+            peer_limiter: Limiter::new(config.peer_limit, config.peer_keys_max),
+            identity_limiter: Limiter::new(config.identity_limit, config.identity_keys_max),
+            pool,
+            config,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &InboxConfig {
+        &self.config
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Pipeline counters so far.
+    pub fn counters(&self) -> InboxCounters {
+        let c = &self.counters;
+        InboxCounters {
+            authentications: c.authentications.load(Ordering::Relaxed),
+            key_lookups: c.key_lookups.load(Ordering::Relaxed),
+            stream_transactions: c.stream_transactions.load(Ordering::Relaxed),
+            audit_writes: c.audit_writes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A fresh correlation id: 128 random bits as 32 hex digits. Random, not sequential, so ids
+/// from different replicas never collide and reveal nothing about volume.
+pub fn new_correlation_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}

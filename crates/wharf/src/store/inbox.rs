@@ -1,1 +1,689 @@
-//! Inbox statements (placeholder, filled by the inbox work).
+//! Inbox statements: one `.sql` file under `sql/inbox/` each, one small function each.
+//!
+//! Owns: the SQL text and the translation between Rust values and columns (u64 sequences travel
+//! as text because the table holds them as `numeric(20,0)`; PostgreSQL's bigint is too narrow).
+//!
+//! Must not know: what a decision is, when a key may verify, or which outcome applies. Every
+//! function takes the caller's executor first (a transaction when the write must be atomic with
+//! others) and values the [`crate::inbox`] module already decided.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgExecutor, Row};
+
+/// A stored credential candidate for a presented token (see `credential_by_lookup.sql`).
+#[derive(Debug, Clone)]
+pub struct CredentialRow {
+    /// The credential's id.
+    pub credential_id: i64,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// Its account.
+    pub account_id: String,
+    /// Its device, when it names one.
+    pub device_id: Option<String>,
+    /// SHA-256 of the token's 32 random bytes.
+    pub token_sha256: Vec<u8>,
+    /// Whether it was revoked.
+    pub revoked: bool,
+}
+
+/// A credential as listed to an operator (never the hash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialListRow {
+    /// The credential's id.
+    pub credential_id: i64,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// Its account.
+    pub account_id: String,
+    /// Its device, when it names one.
+    pub device_id: Option<String>,
+    /// When it was issued.
+    pub created_at: DateTime<Utc>,
+    /// When it was revoked.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A verification key as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRow {
+    /// The tenant scope.
+    pub tenant_id: String,
+    /// The project scope.
+    pub project_id: String,
+    /// The key id envelopes name.
+    pub key_id: String,
+    /// The Ed25519 public key.
+    pub public_key: Vec<u8>,
+    /// `active`, `retired` or `revoked`.
+    pub state: String,
+    /// How long a retired key keeps verifying, in seconds.
+    pub replay_window_seconds: i64,
+    /// When it was added.
+    pub created_at: DateTime<Utc>,
+    /// When it was retired.
+    pub retired_at: Option<DateTime<Utc>>,
+    /// When it was revoked.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A key named by an ingest request, with the database clock (see `keys_for_verify.sql`).
+#[derive(Debug, Clone)]
+pub struct VerifyKeyRow {
+    /// The key id.
+    pub key_id: String,
+    /// The Ed25519 public key.
+    pub public_key: Vec<u8>,
+    /// `active`, `retired` or `revoked`.
+    pub state: String,
+    /// When it was retired.
+    pub retired_at: Option<DateTime<Utc>>,
+    /// How long a retired key keeps verifying, in seconds.
+    pub replay_window_seconds: i64,
+    /// The database's `now()`.
+    pub now: DateTime<Utc>,
+}
+
+/// A locked stream's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamRow {
+    /// The stream's id.
+    pub stream_id: i64,
+    /// The contiguous cursor.
+    pub acknowledged_sequence: u64,
+    /// The replay floor.
+    pub replay_floor: u64,
+}
+
+/// A stream as shown to an operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamListRow {
+    /// The stream's id.
+    pub stream_id: i64,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// Its project.
+    pub project_id: String,
+    /// `device` or `account`.
+    pub producer_kind: String,
+    /// The device or account id.
+    pub producer_id: String,
+    /// The contiguous cursor.
+    pub acknowledged_sequence: u64,
+    /// The replay floor.
+    pub replay_floor: u64,
+    /// Accepted identities beyond the cursor (waiting for a gap to close).
+    pub retained_ahead: i64,
+    /// When the stream first appeared.
+    pub created_at: DateTime<Utc>,
+    /// When its cursor or floor last moved.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The stream key as the store sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamKey<'a> {
+    /// The tenant.
+    pub tenant_id: &'a str,
+    /// The project.
+    pub project_id: &'a str,
+    /// `device` or `account`.
+    pub producer_kind: &'a str,
+    /// The device or account id.
+    pub producer_id: &'a str,
+}
+
+/// A retained identity that shares something with an incoming envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityRow {
+    /// Its event id.
+    pub event_id: String,
+    /// Its idempotency key.
+    pub idempotency_key: String,
+    /// Its sequence.
+    pub producer_sequence: u64,
+    /// Its content digest.
+    pub content_sha256: Vec<u8>,
+    /// The outcome it was accepted with.
+    pub outcome: String,
+    /// The correlation id of the request that accepted it.
+    pub correlation_id: String,
+}
+
+/// Columns of accepted envelopes, one element per envelope (see `identities_insert.sql`).
+#[derive(Debug, Default, Clone)]
+pub struct IdentityBatch {
+    /// Event ids.
+    pub event_id: Vec<String>,
+    /// Idempotency keys.
+    pub idempotency_key: Vec<String>,
+    /// Sequences.
+    pub producer_sequence: Vec<u64>,
+    /// Content digests.
+    pub content_sha256: Vec<Vec<u8>>,
+    /// Event types.
+    pub event_type: Vec<String>,
+    /// Key ids that verified them.
+    pub key_id: Vec<String>,
+    /// `accept-delayed` or `accept-reordered`.
+    pub outcome: Vec<&'static str>,
+    /// Correlation ids.
+    pub correlation_id: Vec<String>,
+    /// `occurred_at` as sent.
+    pub occurred_at: Vec<String>,
+    /// Canonical JSON of each payload.
+    pub payload: Vec<String>,
+}
+
+impl IdentityBatch {
+    /// How many envelopes it holds.
+    pub fn len(&self) -> usize {
+        self.event_id.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.event_id.is_empty()
+    }
+}
+
+/// Who an ingest audit batch is about: the same for every row of one request.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditScope<'a> {
+    /// The verified tenant.
+    pub tenant_id: &'a str,
+    /// The route's project, when it is a valid identity.
+    pub project_id: Option<&'a str>,
+    /// The verified account.
+    pub actor_account: &'a str,
+    /// The verified device.
+    pub actor_device: Option<&'a str>,
+    /// `device` or `account`.
+    pub producer_kind: &'a str,
+    /// The producer id.
+    pub producer_id: &'a str,
+}
+
+/// Audit columns, one element per decision (see `audit_insert.sql`).
+#[derive(Debug, Default, Clone)]
+pub struct AuditBatch {
+    /// SHA-256 hex of the event id, when the envelope got far enough to have one.
+    pub event_id_sha256: Vec<Option<String>>,
+    /// The sequence, when known.
+    pub producer_sequence: Vec<Option<u64>>,
+    /// The outcome.
+    pub outcome: Vec<&'static str>,
+    /// The stable reason.
+    pub reason: Vec<&'static str>,
+    /// The request's correlation id.
+    pub correlation_id: Vec<String>,
+}
+
+/// One operator action on a stream, for the audit.
+#[derive(Debug, Clone, Copy)]
+pub struct OperatorAudit<'a> {
+    /// `stream-skip` or `stream-advance-floor`.
+    pub action: &'static str,
+    /// The stream.
+    pub stream: StreamKey<'a>,
+    /// Who did it.
+    pub operator: &'a str,
+    /// Cursor or floor before.
+    pub before: u64,
+    /// Cursor or floor after.
+    pub after: u64,
+    /// Why (operator's stable reason text).
+    pub reason: &'a str,
+    /// The action's correlation id.
+    pub correlation_id: &'a str,
+}
+
+fn seq(text: &str) -> Result<u64, sqlx::Error> {
+    text.parse()
+        .map_err(|e| sqlx::Error::Decode(format!("sequence {text:?} is not a u64: {e}").into()))
+}
+
+/// `tenant_insert.sql`: true when the tenant was created, false when it existed.
+pub async fn tenant_insert<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+) -> Result<bool, sqlx::Error> {
+    Ok(
+        sqlx::query(include_str!("../../sql/inbox/tenant_insert.sql"))
+            .bind(tenant_id)
+            .fetch_optional(ex)
+            .await?
+            .is_some(),
+    )
+}
+
+/// `tenant_list.sql`.
+pub async fn tenant_list<'e>(
+    ex: impl PgExecutor<'e>,
+) -> Result<Vec<(String, DateTime<Utc>)>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/inbox/tenant_list.sql"))
+        .fetch_all(ex)
+        .await
+}
+
+/// `credential_insert.sql`: the new credential's id and issue time.
+pub async fn credential_insert<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+    account_id: &str,
+    device_id: Option<&str>,
+    token_lookup: &[u8],
+    token_sha256: &[u8],
+) -> Result<(i64, DateTime<Utc>), sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/inbox/credential_insert.sql"))
+        .bind(tenant_id)
+        .bind(account_id)
+        .bind(device_id)
+        .bind(token_lookup)
+        .bind(token_sha256)
+        .fetch_one(ex)
+        .await
+}
+
+/// `credential_by_lookup.sql`: candidates sharing the hash's first 8 bytes.
+pub async fn credential_by_lookup<'e>(
+    ex: impl PgExecutor<'e>,
+    token_lookup: &[u8],
+) -> Result<Vec<CredentialRow>, sqlx::Error> {
+    let rows = sqlx::query(include_str!("../../sql/inbox/credential_by_lookup.sql"))
+        .bind(token_lookup)
+        .fetch_all(ex)
+        .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(CredentialRow {
+                credential_id: r.try_get(0)?,
+                tenant_id: r.try_get(1)?,
+                account_id: r.try_get(2)?,
+                device_id: r.try_get(3)?,
+                token_sha256: r.try_get(4)?,
+                revoked: r.try_get(5)?,
+            })
+        })
+        .collect()
+}
+
+/// `credential_revoke.sql`: true when a live credential was revoked.
+pub async fn credential_revoke<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+    credential_id: i64,
+) -> Result<bool, sqlx::Error> {
+    Ok(
+        sqlx::query(include_str!("../../sql/inbox/credential_revoke.sql"))
+            .bind(tenant_id)
+            .bind(credential_id)
+            .fetch_optional(ex)
+            .await?
+            .is_some(),
+    )
+}
+
+/// `credential_list.sql`.
+pub async fn credential_list<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+) -> Result<Vec<CredentialListRow>, sqlx::Error> {
+    let rows = sqlx::query(include_str!("../../sql/inbox/credential_list.sql"))
+        .bind(tenant_id)
+        .fetch_all(ex)
+        .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(CredentialListRow {
+                credential_id: r.try_get(0)?,
+                tenant_id: r.try_get(1)?,
+                account_id: r.try_get(2)?,
+                device_id: r.try_get(3)?,
+                created_at: r.try_get(4)?,
+                revoked_at: r.try_get(5)?,
+            })
+        })
+        .collect()
+}
+
+/// `key_insert.sql`: true when added, false when the key id already exists in the scope.
+pub async fn key_insert<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+    project_id: &str,
+    key_id: &str,
+    public_key: &[u8],
+    replay_window_seconds: i64,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query(include_str!("../../sql/inbox/key_insert.sql"))
+        .bind(tenant_id)
+        .bind(project_id)
+        .bind(key_id)
+        .bind(public_key)
+        .bind(replay_window_seconds)
+        .fetch_optional(ex)
+        .await?
+        .is_some())
+}
+
+/// `key_retire.sql`: true when an active key was retired.
+pub async fn key_retire<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+    project_id: &str,
+    key_id: &str,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query(include_str!("../../sql/inbox/key_retire.sql"))
+        .bind(tenant_id)
+        .bind(project_id)
+        .bind(key_id)
+        .fetch_optional(ex)
+        .await?
+        .is_some())
+}
+
+/// `key_revoke.sql`: true when an active or retired key was revoked.
+pub async fn key_revoke<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+    project_id: &str,
+    key_id: &str,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query(include_str!("../../sql/inbox/key_revoke.sql"))
+        .bind(tenant_id)
+        .bind(project_id)
+        .bind(key_id)
+        .fetch_optional(ex)
+        .await?
+        .is_some())
+}
+
+/// `key_list.sql`: the tenant's keys, of one project when given.
+pub async fn key_list<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+    project_id: Option<&str>,
+) -> Result<Vec<KeyRow>, sqlx::Error> {
+    let rows = sqlx::query(include_str!("../../sql/inbox/key_list.sql"))
+        .bind(tenant_id)
+        .bind(project_id)
+        .fetch_all(ex)
+        .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(KeyRow {
+                tenant_id: r.try_get(0)?,
+                project_id: r.try_get(1)?,
+                key_id: r.try_get(2)?,
+                public_key: r.try_get(3)?,
+                state: r.try_get(4)?,
+                replay_window_seconds: r.try_get(5)?,
+                created_at: r.try_get(6)?,
+                retired_at: r.try_get(7)?,
+                revoked_at: r.try_get(8)?,
+            })
+        })
+        .collect()
+}
+
+/// `keys_for_verify.sql`: the named keys in the (tenant, project) scope.
+pub async fn keys_for_verify<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+    project_id: &str,
+    key_ids: &[&str],
+) -> Result<Vec<VerifyKeyRow>, sqlx::Error> {
+    let rows = sqlx::query(include_str!("../../sql/inbox/keys_for_verify.sql"))
+        .bind(tenant_id)
+        .bind(project_id)
+        .bind(key_ids)
+        .fetch_all(ex)
+        .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(VerifyKeyRow {
+                key_id: r.try_get(0)?,
+                public_key: r.try_get(1)?,
+                state: r.try_get(2)?,
+                retired_at: r.try_get(3)?,
+                replay_window_seconds: r.try_get(4)?,
+                now: r.try_get(5)?,
+            })
+        })
+        .collect()
+}
+
+/// `stream_lock.sql`: the stream's row, locked until the transaction ends; `None` when missing.
+pub async fn stream_lock<'e>(
+    ex: impl PgExecutor<'e>,
+    key: StreamKey<'_>,
+) -> Result<Option<StreamRow>, sqlx::Error> {
+    let row = sqlx::query(include_str!("../../sql/inbox/stream_lock.sql"))
+        .bind(key.tenant_id)
+        .bind(key.project_id)
+        .bind(key.producer_kind)
+        .bind(key.producer_id)
+        .fetch_optional(ex)
+        .await?;
+    row.map(|r| {
+        Ok(StreamRow {
+            stream_id: r.try_get(0)?,
+            acknowledged_sequence: seq(r.try_get(1)?)?,
+            replay_floor: seq(r.try_get(2)?)?,
+        })
+    })
+    .transpose()
+}
+
+/// `stream_insert.sql`: creates the stream when missing.
+pub async fn stream_insert<'e>(
+    ex: impl PgExecutor<'e>,
+    key: StreamKey<'_>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(include_str!("../../sql/inbox/stream_insert.sql"))
+        .bind(key.tenant_id)
+        .bind(key.project_id)
+        .bind(key.producer_kind)
+        .bind(key.producer_id)
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// `stream_walk_cursor.sql`: the cursor after walking through contiguous retained sequences.
+pub async fn stream_walk_cursor<'e>(
+    ex: impl PgExecutor<'e>,
+    stream_id: i64,
+) -> Result<u64, sqlx::Error> {
+    let text: String = sqlx::query_scalar(include_str!("../../sql/inbox/stream_walk_cursor.sql"))
+        .bind(stream_id)
+        .fetch_one(ex)
+        .await?;
+    seq(&text)
+}
+
+/// `stream_set_cursor.sql`.
+pub async fn stream_set_cursor<'e>(
+    ex: impl PgExecutor<'e>,
+    stream_id: i64,
+    acknowledged_sequence: u64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(include_str!("../../sql/inbox/stream_set_cursor.sql"))
+        .bind(stream_id)
+        .bind(acknowledged_sequence.to_string())
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// `stream_set_floor.sql`.
+pub async fn stream_set_floor<'e>(
+    ex: impl PgExecutor<'e>,
+    stream_id: i64,
+    replay_floor: u64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(include_str!("../../sql/inbox/stream_set_floor.sql"))
+        .bind(stream_id)
+        .bind(replay_floor.to_string())
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// `stream_list.sql`: streams of a project, one producer's when `producer` is given.
+pub async fn stream_list<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+    project_id: &str,
+    producer: Option<(&str, &str)>,
+    rows_max: i64,
+) -> Result<Vec<StreamListRow>, sqlx::Error> {
+    let rows = sqlx::query(include_str!("../../sql/inbox/stream_list.sql"))
+        .bind(tenant_id)
+        .bind(project_id)
+        .bind(producer.map(|p| p.0))
+        .bind(producer.map(|p| p.1))
+        .bind(rows_max)
+        .fetch_all(ex)
+        .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(StreamListRow {
+                stream_id: r.try_get(0)?,
+                tenant_id: r.try_get(1)?,
+                project_id: r.try_get(2)?,
+                producer_kind: r.try_get(3)?,
+                producer_id: r.try_get(4)?,
+                acknowledged_sequence: seq(r.try_get(5)?)?,
+                replay_floor: seq(r.try_get(6)?)?,
+                created_at: r.try_get(7)?,
+                updated_at: r.try_get(8)?,
+                retained_ahead: r.try_get(9)?,
+            })
+        })
+        .collect()
+}
+
+/// `identities_matching.sql`: retained identities sharing an event id, key or sequence.
+pub async fn identities_matching<'e>(
+    ex: impl PgExecutor<'e>,
+    stream_id: i64,
+    event_ids: &[&str],
+    idempotency_keys: &[&str],
+    sequences: &[u64],
+) -> Result<Vec<IdentityRow>, sqlx::Error> {
+    let sequences: Vec<String> = sequences.iter().map(u64::to_string).collect();
+    let rows = sqlx::query(include_str!("../../sql/inbox/identities_matching.sql"))
+        .bind(stream_id)
+        .bind(event_ids)
+        .bind(idempotency_keys)
+        .bind(&sequences)
+        .fetch_all(ex)
+        .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(IdentityRow {
+                event_id: r.try_get(0)?,
+                idempotency_key: r.try_get(1)?,
+                producer_sequence: seq(r.try_get(2)?)?,
+                content_sha256: r.try_get(3)?,
+                outcome: r.try_get(4)?,
+                correlation_id: r.try_get(5)?,
+            })
+        })
+        .collect()
+}
+
+/// `identities_insert.sql`: stores identities and payloads of accepted envelopes.
+pub async fn identities_insert<'e>(
+    ex: impl PgExecutor<'e>,
+    stream_id: i64,
+    batch: &IdentityBatch,
+) -> Result<u64, sqlx::Error> {
+    let sequences: Vec<String> = batch.producer_sequence.iter().map(u64::to_string).collect();
+    Ok(
+        sqlx::query(include_str!("../../sql/inbox/identities_insert.sql"))
+            .bind(stream_id)
+            .bind(&batch.event_id)
+            .bind(&batch.idempotency_key)
+            .bind(&sequences)
+            .bind(&batch.content_sha256)
+            .bind(&batch.event_type)
+            .bind(&batch.key_id)
+            .bind(&batch.outcome)
+            .bind(&batch.correlation_id)
+            .bind(&batch.occurred_at)
+            .bind(&batch.payload)
+            .execute(ex)
+            .await?
+            .rows_affected(),
+    )
+}
+
+/// `audit_insert.sql`: appends ingest audit rows; returns the stream's cursor as this
+/// transaction sees it (0 when the stream does not exist).
+pub async fn audit_insert<'e>(
+    ex: impl PgExecutor<'e>,
+    scope: AuditScope<'_>,
+    batch: &AuditBatch,
+) -> Result<u64, sqlx::Error> {
+    let sequences: Vec<Option<String>> = batch
+        .producer_sequence
+        .iter()
+        .map(|s| s.map(|s| s.to_string()))
+        .collect();
+    let text: String = sqlx::query_scalar(include_str!("../../sql/inbox/audit_insert.sql"))
+        .bind(scope.tenant_id)
+        .bind(scope.project_id)
+        .bind(scope.actor_account)
+        .bind(scope.actor_device)
+        .bind(scope.producer_kind)
+        .bind(scope.producer_id)
+        .bind(&batch.event_id_sha256)
+        .bind(&sequences)
+        .bind(&batch.outcome)
+        .bind(&batch.reason)
+        .bind(&batch.correlation_id)
+        .fetch_one(ex)
+        .await?;
+    seq(&text)
+}
+
+/// `audit_insert_operator.sql`: appends one operator-action audit row.
+pub async fn audit_insert_operator<'e>(
+    ex: impl PgExecutor<'e>,
+    audit: OperatorAudit<'_>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(include_str!("../../sql/inbox/audit_insert_operator.sql"))
+        .bind(audit.action)
+        .bind(audit.stream.tenant_id)
+        .bind(audit.stream.project_id)
+        .bind(audit.operator)
+        .bind(audit.stream.producer_kind)
+        .bind(audit.stream.producer_id)
+        .bind(audit.before.to_string())
+        .bind(audit.after.to_string())
+        .bind(audit.reason)
+        .bind(audit.correlation_id)
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// `payloads_delete_expired.sql`: deletes at most `batch_max` payloads stored before
+/// `older_than`; returns how many.
+pub async fn payloads_delete_expired<'e>(
+    ex: impl PgExecutor<'e>,
+    older_than: DateTime<Utc>,
+    batch_max: i64,
+) -> Result<u64, sqlx::Error> {
+    Ok(
+        sqlx::query(include_str!("../../sql/inbox/payloads_delete_expired.sql"))
+            .bind(older_than)
+            .bind(batch_max)
+            .execute(ex)
+            .await?
+            .rows_affected(),
+    )
+}

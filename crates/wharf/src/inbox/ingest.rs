@@ -1,0 +1,762 @@
+//! The ingest pipeline (SPEC §3.4) behind [`Inbox::ingest`] and [`Inbox::ingest_batch`].
+//!
+//! Owns: the order of the steps and the one transaction per request. Must not know HTTP, and
+//! holds no rule of its own: the checks come from `wharf_core` (decoding, signatures, schemas),
+//! the limiters, [`super::keys::key_usable`] and [`super::decision::decide`]; the SQL from
+//! [`crate::store::inbox`].
+//!
+//! Both endpoints share one path: a single envelope is a batch of one. What differs is only the
+//! shape of the answer and that a batch does its CPU work (decoding, verification, schema
+//! validation, digests) on blocking threads, split across the machine's cores, before it takes
+//! the stream lock.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use ed25519_dalek::VerifyingKey;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use wharf_core::envelope::{Envelope, SCHEMA_VERSION, decode_envelope, is_identity};
+use wharf_core::schema::{Catalog, SchemaError};
+use wharf_core::sign;
+
+use super::decision::{self, Facts, Outcome, StreamState};
+use super::keys::{KeyUse, key_usable};
+use super::limiter::retry_after_s;
+use super::response::{BatchResponse, ItemResponse, Original, Response, Status};
+use super::{
+    IdentityKey, Inbox, Route, SYNC_INGEST_PURPOSE, VerifiedIdentity, bump, new_correlation_id,
+};
+use crate::store::inbox::{
+    self as store, AuditBatch, AuditScope, IdentityBatch, StreamKey, VerifyKeyRow,
+};
+
+/// Batches at least this long do their CPU work on blocking threads. Below it the hand-off costs
+/// more than it saves, and a single envelope (~0.1 ms of work) stays on the async thread.
+const BLOCKING_ENVELOPES_MIN: usize = 16;
+
+/// One envelope's way through the pipeline.
+enum Item {
+    /// Refused before the stream lock (route, decoding, signature, schema).
+    Refused {
+        outcome: Outcome,
+        reason: &'static str,
+        event_id: Option<String>,
+        sequence: Option<u64>,
+    },
+    /// Decoded and routed; waiting for its key.
+    Decoded(Box<Envelope>),
+    /// Verified and valid; waiting for the stream decision.
+    Candidate(Box<Candidate>),
+    /// Decided on the stream.
+    Decided {
+        outcome: Outcome,
+        reason: &'static str,
+        event_id: String,
+        sequence: u64,
+        original: Option<Original>,
+    },
+}
+
+struct Candidate {
+    envelope: Envelope,
+    digest: [u8; 32],
+    payload_text: String,
+}
+
+impl Item {
+    fn refused(outcome: Outcome, reason: &'static str, envelope: Option<&Envelope>) -> Item {
+        Item::Refused {
+            outcome,
+            reason,
+            event_id: envelope.map(|e| e.event_id.clone()),
+            sequence: envelope.map(|e| e.producer_sequence),
+        }
+    }
+
+    fn tampered(reason: &'static str, envelope: Option<&Envelope>) -> Item {
+        Item::refused(Outcome::RefuseTampered, reason, envelope)
+    }
+
+    /// (outcome, reason, event id, sequence, original) of a finished item.
+    fn answer(
+        self,
+    ) -> (
+        Outcome,
+        &'static str,
+        Option<String>,
+        Option<u64>,
+        Option<Original>,
+    ) {
+        match self {
+            Item::Refused {
+                outcome,
+                reason,
+                event_id,
+                sequence,
+            } => (outcome, reason, event_id, sequence, None),
+            Item::Decided {
+                outcome,
+                reason,
+                event_id,
+                sequence,
+                original,
+            } => (outcome, reason, Some(event_id), Some(sequence), original),
+            // The pipeline decides every item before answering; reaching here is a bug, and
+            // refusing is the safe answer.
+            Item::Decoded(e) => (
+                Outcome::RefuseTampered,
+                "internal",
+                Some(e.event_id.clone()),
+                None,
+                None,
+            ),
+            Item::Candidate(c) => (
+                Outcome::RefuseTampered,
+                "internal",
+                Some(c.envelope.event_id.clone()),
+                None,
+                None,
+            ),
+        }
+    }
+}
+
+/// The closed batch body: `{"envelopes": [ … ]}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchBody {
+    envelopes: Vec<Box<RawValue>>,
+}
+
+/// Step 4 (the envelope half) and decoding: an envelope whose route matches, or a refusal.
+fn decode_and_route(identity: &VerifiedIdentity, route: &Route, body: &[u8]) -> Item {
+    let envelope = match decode_envelope(body) {
+        Ok(envelope) => envelope,
+        Err(e) => {
+            // Bounded route identities are part of the route check (SPEC §3.4 step 4).
+            let reason = match e.field() {
+                Some("tenant_id" | "project_id") => "route",
+                _ => e.reason(),
+            };
+            return Item::tampered(reason, None);
+        }
+    };
+    if envelope.tenant_id != identity.tenant() || envelope.project_id != route.project {
+        return Item::tampered("route", Some(&envelope));
+    }
+    Item::Decoded(Box::new(envelope))
+}
+
+/// Steps 5 and 6 for one decoded envelope, given the keys found in the verified scope.
+fn verify_and_validate(
+    envelope: Envelope,
+    keys: &HashMap<String, VerifyKeyRow>,
+    catalog: &Catalog,
+) -> Item {
+    let Some(key) = keys.get(&envelope.integrity.key_id) else {
+        return Item::tampered("signature-unknown-key", Some(&envelope));
+    };
+    match key_usable(
+        &key.state,
+        key.retired_at,
+        key.replay_window_seconds,
+        key.now,
+    ) {
+        KeyUse::Usable => {}
+        KeyUse::Revoked => return Item::tampered("signature-revoked-key", Some(&envelope)),
+        KeyUse::RetiredPastWindow => {
+            return Item::tampered("signature-retired-key", Some(&envelope));
+        }
+    }
+    let verifying = match <[u8; 32]>::try_from(key.public_key.as_slice())
+        .ok()
+        .and_then(|bytes| VerifyingKey::from_bytes(&bytes).ok())
+    {
+        Some(verifying) => verifying,
+        // The table only holds keys that parsed when added; treat a broken row as unknown.
+        None => return Item::tampered("signature-unknown-key", Some(&envelope)),
+    };
+    if let Err(e) = sign::verify(&envelope, &verifying) {
+        return Item::tampered(e.reason(), Some(&envelope));
+    }
+    if envelope.schema_version != SCHEMA_VERSION {
+        return Item::refused(Outcome::RefuseIncompatible, "schema", Some(&envelope));
+    }
+    if let Err(e) = catalog.validate(&envelope.event_type, &envelope.payload) {
+        return match e {
+            // A type this server has no schema for is most likely a newer producer: the same
+            // envelope may be accepted once the operator adds the schema.
+            SchemaError::UnknownEventType => {
+                Item::refused(Outcome::RefuseIncompatible, "event-type", Some(&envelope))
+            }
+            _ => Item::tampered("payload", Some(&envelope)),
+        };
+    }
+    let (Ok(digest), Ok(payload)) = (envelope.content_digest(), envelope.payload_canonical())
+    else {
+        // A decoded envelope always has a canonical form; refuse rather than panic if not.
+        return Item::tampered("malformed", Some(&envelope));
+    };
+    let Ok(payload_text) = String::from_utf8(payload) else {
+        return Item::tampered("malformed", Some(&envelope));
+    };
+    Item::Candidate(Box::new(Candidate {
+        envelope,
+        digest,
+        payload_text,
+    }))
+}
+
+/// Runs `f` over `items`, on blocking threads split across the cores when there are many.
+async fn cpu_map<T, U, F>(items: Vec<T>, f: F) -> Vec<U>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> U + Send + Sync + 'static,
+{
+    if items.len() < BLOCKING_ENVELOPES_MIN {
+        return items.into_iter().map(f).collect();
+    }
+    let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = items.len().div_ceil(parallel);
+    let f = Arc::new(f);
+    let mut items = items;
+    let mut tasks = Vec::with_capacity(parallel);
+    while !items.is_empty() {
+        let rest = items.split_off(chunk.min(items.len()));
+        let part = std::mem::replace(&mut items, rest);
+        let f = Arc::clone(&f);
+        tasks.push(tokio::task::spawn_blocking(move || {
+            part.into_iter().map(|t| f(t)).collect::<Vec<U>>()
+        }));
+    }
+    let mut out = Vec::new();
+    for task in tasks {
+        match task.await {
+            Ok(part) => out.extend(part),
+            // A panic in pure checking code is a bug; surface it rather than answer for the
+            // envelopes it dropped.
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+    out
+}
+
+/// What the stream answered, for every item.
+struct Decided {
+    items: Vec<Item>,
+    acknowledged_sequence: u64,
+}
+
+/// Retained identity known to this request: from the database or accepted earlier in it.
+struct Known {
+    event_id: String,
+    idempotency_key: String,
+    sequence: u64,
+    digest: Vec<u8>,
+    outcome: Outcome,
+    correlation_id: String,
+}
+
+/// The retained identities one request compares against, indexed three ways.
+#[derive(Default)]
+struct Retained {
+    known: Vec<Known>,
+    by_event_id: HashMap<String, usize>,
+    by_key: HashMap<String, usize>,
+    by_sequence: HashMap<u64, usize>,
+}
+
+impl Retained {
+    fn remember(&mut self, k: Known) {
+        let index = self.known.len();
+        self.by_event_id.insert(k.event_id.clone(), index);
+        self.by_key.insert(k.idempotency_key.clone(), index);
+        self.by_sequence.insert(k.sequence, index);
+        self.known.push(k);
+    }
+
+    fn by_event_id(&self, event_id: &str) -> Option<&Known> {
+        self.by_event_id.get(event_id).map(|&i| &self.known[i])
+    }
+
+    fn by_key(&self, key: &str) -> Option<&Known> {
+        self.by_key.get(key).map(|&i| &self.known[i])
+    }
+
+    fn by_sequence(&self, sequence: u64) -> Option<&Known> {
+        self.by_sequence.get(&sequence).map(|&i| &self.known[i])
+    }
+}
+
+impl Known {
+    fn facts(&self) -> Facts<'_> {
+        Facts {
+            event_id: &self.event_id,
+            idempotency_key: &self.idempotency_key,
+            sequence: self.sequence,
+            digest: &self.digest,
+        }
+    }
+}
+
+impl Inbox {
+    /// Ingests one envelope: SPEC §3.4 from the body limit to the answer. Never fails: every
+    /// failure is an answer (401, 413, 429, 503, or an outcome); see [`Response`].
+    pub async fn ingest(&self, peer: IpAddr, bearer: &str, route: Route, body: &[u8]) -> Response {
+        let correlation_id = new_correlation_id();
+        let identity = match self
+            .admit(
+                peer,
+                bearer,
+                body.len(),
+                self.config.body_bytes_max,
+                &correlation_id,
+            )
+            .await
+        {
+            Ok(identity) => identity,
+            Err(answer) => return answer,
+        };
+        match self
+            .decide_all(&identity, &route, vec![body.to_vec()], &correlation_id)
+            .await
+        {
+            Ok(decided) => {
+                let item = decided.items.into_iter().next().map(Item::answer);
+                let (outcome, reason, _, _, original) =
+                    item.unwrap_or((Outcome::RefuseTampered, "internal", None, None, None));
+                Response {
+                    status: Status::Outcome(outcome),
+                    reason,
+                    correlation_id,
+                    acknowledged_sequence: Some(decided.acknowledged_sequence),
+                    retry_after_s: None,
+                    original,
+                }
+            }
+            Err(e) => self.unavailable(e, correlation_id),
+        }
+    }
+
+    /// Ingests many envelopes of one stream (the body is `{"envelopes": [ … ]}`) in one
+    /// transaction, answering one outcome per envelope plus the stream's cursor.
+    pub async fn ingest_batch(
+        &self,
+        peer: IpAddr,
+        bearer: &str,
+        route: Route,
+        body: &[u8],
+    ) -> BatchResponse {
+        let correlation_id = new_correlation_id();
+        let whole = |head: Response| BatchResponse {
+            head,
+            items: Vec::new(),
+        };
+        let identity = match self
+            .admit(
+                peer,
+                bearer,
+                body.len(),
+                self.config.batch_body_bytes_max,
+                &correlation_id,
+            )
+            .await
+        {
+            Ok(identity) => identity,
+            Err(answer) => return whole(answer),
+        };
+        let bodies = match serde_json::from_slice::<BatchBody>(body) {
+            Ok(batch)
+                if batch.envelopes.is_empty()
+                    || batch.envelopes.len() > self.config.batch_envelopes_max =>
+            {
+                Err("bounds")
+            }
+            Ok(batch) => Ok(batch.envelopes),
+            Err(_) => Err("malformed"),
+        };
+        let bodies = match bodies {
+            Ok(bodies) => bodies,
+            Err(reason) => {
+                // An authenticated request that is not a list of envelopes is one refused
+                // decision: audited once, nothing else written.
+                let item = Item::tampered(reason, None);
+                return match self
+                    .audit_only(&identity, &route, vec![item], &correlation_id)
+                    .await
+                {
+                    Ok(decided) => whole(Response {
+                        acknowledged_sequence: Some(decided.acknowledged_sequence),
+                        ..Response::bare(
+                            Status::Outcome(Outcome::RefuseTampered),
+                            reason,
+                            correlation_id,
+                        )
+                    }),
+                    Err(e) => whole(self.unavailable(e, correlation_id)),
+                };
+            }
+        };
+        let bodies: Vec<Vec<u8>> = bodies
+            .into_iter()
+            .map(|raw| {
+                let raw: Box<str> = raw.into();
+                raw.into_boxed_bytes().into_vec()
+            })
+            .collect();
+        match self
+            .decide_all(&identity, &route, bodies, &correlation_id)
+            .await
+        {
+            Ok(decided) => BatchResponse {
+                head: Response {
+                    acknowledged_sequence: Some(decided.acknowledged_sequence),
+                    ..Response::bare(Status::Decided, "batch", correlation_id)
+                },
+                items: decided
+                    .items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(index, item)| {
+                        let (outcome, reason, event_id, producer_sequence, original) =
+                            item.answer();
+                        ItemResponse {
+                            index,
+                            outcome,
+                            reason,
+                            event_id,
+                            producer_sequence,
+                            original,
+                        }
+                    })
+                    .collect(),
+            },
+            Err(e) => whole(self.unavailable(e, correlation_id)),
+        }
+    }
+
+    /// Steps 0–3: body length, peer limiter, authentication, identity limiter.
+    async fn admit(
+        &self,
+        peer: IpAddr,
+        bearer: &str,
+        body_bytes: usize,
+        body_bytes_max: usize,
+        correlation_id: &str,
+    ) -> Result<VerifiedIdentity, Response> {
+        let bare = |status, reason| Response::bare(status, reason, correlation_id.to_owned());
+        if body_bytes > body_bytes_max {
+            return Err(bare(Status::TooLarge, "body-too-large"));
+        }
+        if let Err(wait) = self.peer_limiter.check(&peer) {
+            return Err(Response {
+                retry_after_s: Some(retry_after_s(wait)),
+                ..bare(Status::RateLimited, "peer-limited")
+            });
+        }
+        bump(&self.counters.authentications);
+        let identity = match super::credentials::authenticate(&self.pool, bearer).await {
+            Ok(Some(identity)) => identity,
+            Ok(None) => return Err(bare(Status::Unauthenticated, "unauthenticated")),
+            Err(e) => return Err(self.unavailable(e, correlation_id.to_owned())),
+        };
+        let key = IdentityKey {
+            identity,
+            purpose: SYNC_INGEST_PURPOSE,
+        };
+        if let Err(wait) = self.identity_limiter.check(&key) {
+            return Err(Response {
+                retry_after_s: Some(retry_after_s(wait)),
+                ..bare(Status::RateLimited, "identity-limited")
+            });
+        }
+        Ok(key.identity)
+    }
+
+    fn unavailable(&self, e: sqlx::Error, correlation_id: String) -> Response {
+        // The error text may name a constraint or a connection problem, never envelope content:
+        // every value reaches PostgreSQL as a bind parameter, which errors do not echo.
+        tracing::warn!(%correlation_id, error = %e, "inbox request failed; answered 503, nothing acknowledged");
+        Response::bare(Status::Unavailable, "database", correlation_id)
+    }
+
+    /// Steps 4–8 for every body of one request.
+    async fn decide_all(
+        &self,
+        identity: &VerifiedIdentity,
+        route: &Route,
+        bodies: Vec<Vec<u8>>,
+        correlation_id: &str,
+    ) -> Result<Decided, sqlx::Error> {
+        // Step 4, the URL half: the route must name the credential's tenant and a valid project.
+        // Checked before decoding because it needs no body at all.
+        let route_ok = route.tenant == identity.tenant()
+            && is_identity(&route.tenant)
+            && is_identity(&route.project);
+        let items: Vec<Item> = if route_ok {
+            let (identity, route) = (identity.clone(), route.clone());
+            cpu_map(bodies, move |body| {
+                decode_and_route(&identity, &route, &body)
+            })
+            .await
+        } else {
+            bodies
+                .iter()
+                .map(|_| Item::tampered("route", None))
+                .collect()
+        };
+
+        // Step 5: the keys the envelopes name, in the verified scope only. One query per request.
+        let mut key_ids: Vec<&str> = items
+            .iter()
+            .filter_map(|item| match item {
+                Item::Decoded(e) => Some(e.integrity.key_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        key_ids.sort_unstable();
+        key_ids.dedup();
+        let keys: HashMap<String, VerifyKeyRow> = if key_ids.is_empty() {
+            HashMap::new()
+        } else {
+            bump(&self.counters.key_lookups);
+            store::keys_for_verify(&self.pool, identity.tenant(), &route.project, &key_ids)
+                .await?
+                .into_iter()
+                .map(|row| (row.key_id.clone(), row))
+                .collect()
+        };
+
+        // Steps 5 and 6: verify and validate, before any lock.
+        let keys = Arc::new(keys);
+        let catalog = Arc::clone(&self.config.catalog);
+        let items = cpu_map(items, move |item| match item {
+            Item::Decoded(envelope) => verify_and_validate(*envelope, &keys, &catalog),
+            other => other,
+        })
+        .await;
+
+        if items.iter().any(|item| matches!(item, Item::Candidate(_))) {
+            self.commit_on_stream(identity, route, items, correlation_id)
+                .await
+        } else {
+            self.audit_only(identity, route, items, correlation_id)
+                .await
+        }
+    }
+
+    fn stream_key<'a>(identity: &'a VerifiedIdentity, route: &'a Route) -> StreamKey<'a> {
+        let (producer_kind, producer_id) = identity.producer();
+        StreamKey {
+            tenant_id: identity.tenant(),
+            project_id: &route.project,
+            producer_kind,
+            producer_id,
+        }
+    }
+
+    fn audit_scope<'a>(identity: &'a VerifiedIdentity, route: &'a Route) -> AuditScope<'a> {
+        let (producer_kind, producer_id) = identity.producer();
+        AuditScope {
+            // Audit goes to the verified tenant, never the URL's: a request into another
+            // tenant is recorded where its sender belongs.
+            tenant_id: identity.tenant(),
+            project_id: is_identity(&route.project).then_some(route.project.as_str()),
+            actor_account: identity.account(),
+            actor_device: identity.device(),
+            producer_kind,
+            producer_id,
+        }
+    }
+
+    fn audit_rows(items: &[Item], correlation_id: &str) -> AuditBatch {
+        let mut audit = AuditBatch::default();
+        for item in items {
+            let (outcome, reason, event_id, sequence) = match item {
+                Item::Refused {
+                    outcome,
+                    reason,
+                    event_id,
+                    sequence,
+                } => (*outcome, *reason, event_id.as_deref(), *sequence),
+                Item::Decided {
+                    outcome,
+                    reason,
+                    event_id,
+                    sequence,
+                    ..
+                } => (*outcome, *reason, Some(event_id.as_str()), Some(*sequence)),
+                Item::Decoded(_) | Item::Candidate(_) => continue,
+            };
+            audit
+                .event_id_sha256
+                .push(event_id.map(wharf_core::envelope::event_id_digest_hex));
+            audit.producer_sequence.push(sequence);
+            audit.outcome.push(outcome.as_str());
+            audit.reason.push(reason);
+            audit.correlation_id.push(correlation_id.to_owned());
+        }
+        audit
+    }
+
+    /// Every item was refused before the lock: only the audit is written (one statement,
+    /// autocommit), and it reports the stream's cursor without creating the stream.
+    async fn audit_only(
+        &self,
+        identity: &VerifiedIdentity,
+        route: &Route,
+        items: Vec<Item>,
+        correlation_id: &str,
+    ) -> Result<Decided, sqlx::Error> {
+        let audit = Self::audit_rows(&items, correlation_id);
+        bump(&self.counters.audit_writes);
+        let acknowledged_sequence =
+            store::audit_insert(&self.pool, Self::audit_scope(identity, route), &audit).await?;
+        Ok(Decided {
+            items,
+            acknowledged_sequence,
+        })
+    }
+
+    /// Steps 7 and 8: lock the stream, decide every candidate in request order, write
+    /// identities + payloads + cursor + audit, commit.
+    async fn commit_on_stream(
+        &self,
+        identity: &VerifiedIdentity,
+        route: &Route,
+        mut items: Vec<Item>,
+        correlation_id: &str,
+    ) -> Result<Decided, sqlx::Error> {
+        let key = Self::stream_key(identity, route);
+        let mut tx = self.pool.begin().await?;
+        bump(&self.counters.stream_transactions);
+        // Insert-if-missing only when the lock finds nothing, so the common case is one round
+        // trip and creates no dead row version.
+        let stream = match store::stream_lock(&mut *tx, key).await? {
+            Some(stream) => stream,
+            None => {
+                store::stream_insert(&mut *tx, key).await?;
+                store::stream_lock(&mut *tx, key)
+                    .await?
+                    .ok_or(sqlx::Error::RowNotFound)?
+            }
+        };
+        let state = StreamState {
+            cursor: stream.acknowledged_sequence,
+            floor: stream.replay_floor,
+        };
+
+        let (event_ids, idempotency_keys, sequences) = {
+            let mut event_ids = Vec::new();
+            let mut keys = Vec::new();
+            let mut sequences = Vec::new();
+            for item in &items {
+                if let Item::Candidate(c) = item {
+                    event_ids.push(c.envelope.event_id.as_str());
+                    keys.push(c.envelope.idempotency_key.as_str());
+                    sequences.push(c.envelope.producer_sequence);
+                }
+            }
+            (event_ids, keys, sequences)
+        };
+        let retained = store::identities_matching(
+            &mut *tx,
+            stream.stream_id,
+            &event_ids,
+            &idempotency_keys,
+            &sequences,
+        )
+        .await?;
+
+        let mut retained_set = Retained::default();
+        for row in retained {
+            let outcome = Outcome::parse(&row.outcome).unwrap_or(Outcome::AcceptDelayed);
+            retained_set.remember(Known {
+                event_id: row.event_id,
+                idempotency_key: row.idempotency_key,
+                sequence: row.producer_sequence,
+                digest: row.content_sha256,
+                outcome,
+                correlation_id: row.correlation_id,
+            });
+        }
+
+        let mut accepted = IdentityBatch::default();
+        for item in &mut items {
+            let Item::Candidate(candidate) = item else {
+                continue;
+            };
+            let e = &candidate.envelope;
+            let incoming = Facts {
+                event_id: &e.event_id,
+                idempotency_key: &e.idempotency_key,
+                sequence: e.producer_sequence,
+                digest: &candidate.digest,
+            };
+            let d = decision::decide(
+                state,
+                incoming,
+                retained_set.by_event_id(&e.event_id).map(Known::facts),
+                retained_set.by_key(&e.idempotency_key).map(Known::facts),
+                retained_set
+                    .by_sequence(e.producer_sequence)
+                    .map(Known::facts),
+            );
+            let original = d
+                .duplicate_of
+                .and_then(|dup| retained_set.by_event_id(dup.event_id))
+                .map(|k| Original {
+                    outcome: k.outcome,
+                    correlation_id: k.correlation_id.clone(),
+                });
+            let (outcome, reason) = (d.outcome, d.reason);
+            if outcome.is_accept() {
+                accepted.event_id.push(e.event_id.clone());
+                accepted.idempotency_key.push(e.idempotency_key.clone());
+                accepted.producer_sequence.push(e.producer_sequence);
+                accepted.content_sha256.push(candidate.digest.to_vec());
+                accepted.event_type.push(e.event_type.clone());
+                accepted.key_id.push(e.integrity.key_id.clone());
+                accepted.outcome.push(outcome.as_str());
+                accepted.correlation_id.push(correlation_id.to_owned());
+                accepted.occurred_at.push(e.occurred_at.clone());
+                accepted
+                    .payload
+                    .push(std::mem::take(&mut candidate.payload_text));
+                retained_set.remember(Known {
+                    event_id: e.event_id.clone(),
+                    idempotency_key: e.idempotency_key.clone(),
+                    sequence: e.producer_sequence,
+                    digest: candidate.digest.to_vec(),
+                    outcome,
+                    correlation_id: correlation_id.to_owned(),
+                });
+            }
+            *item = Item::Decided {
+                outcome,
+                reason,
+                event_id: e.event_id.clone(),
+                sequence: e.producer_sequence,
+                original,
+            };
+        }
+
+        let acknowledged_sequence = if accepted.is_empty() {
+            stream.acknowledged_sequence
+        } else {
+            store::identities_insert(&mut *tx, stream.stream_id, &accepted).await?;
+            store::stream_walk_cursor(&mut *tx, stream.stream_id).await?
+        };
+        let audit = Self::audit_rows(&items, correlation_id);
+        bump(&self.counters.audit_writes);
+        store::audit_insert(&mut *tx, Self::audit_scope(identity, route), &audit).await?;
+        tx.commit().await?;
+        Ok(Decided {
+            items,
+            acknowledged_sequence,
+        })
+    }
+}
