@@ -1,0 +1,328 @@
+//! The inbox decision as a table of `check(input, expected)` rows.
+
+use super::*;
+use crate::envelope::decode_envelope;
+
+const D: [u8; 32] = [0xd1; 32];
+const OTHER: [u8; 32] = [0x0e; 32];
+
+fn stream(cursor: u64, floor: u64) -> StreamState {
+    StreamState {
+        acknowledged_sequence: cursor,
+        replay_floor: floor,
+    }
+}
+
+fn retained(digest: [u8; 32], seq: u64) -> Option<Retained> {
+    Some(Retained {
+        content_digest: digest,
+        producer_sequence: seq,
+    })
+}
+
+const NONE: Found = Found {
+    by_event_id: None,
+    by_idempotency_key: None,
+    by_sequence: None,
+};
+
+#[test]
+fn decisions() {
+    use Outcome::*;
+    let check = |s: StreamState, seq: u64, found: Found, expected: (Outcome, &str, bool)| {
+        let got = decide(
+            &s,
+            &Incoming {
+                producer_sequence: seq,
+                content_digest: D,
+            },
+            &found,
+        );
+        assert_eq!(
+            (got.outcome, got.reason, got.store),
+            expected,
+            "cursor {} floor {} seq {seq} found {found:?}",
+            s.acknowledged_sequence,
+            s.replay_floor
+        );
+    };
+    let by_id = |d, seq| Found {
+        by_event_id: retained(d, seq),
+        ..NONE
+    };
+    let by_key = |d, seq| Found {
+        by_idempotency_key: retained(d, seq),
+        ..NONE
+    };
+    let by_seq = |d| Found {
+        by_sequence: Some(d),
+        ..NONE
+    };
+    let all_same = |seq| Found {
+        by_event_id: retained(D, seq),
+        by_idempotency_key: retained(D, seq),
+        by_sequence: Some(D),
+    };
+
+    // New identities: the sequence decides.
+    check(stream(0, 0), 1, NONE, (AcceptDelayed, "in-order", true));
+    check(stream(0, 0), 2, NONE, (AcceptDelayed, "gap", true));
+    check(stream(5, 0), 6, NONE, (AcceptDelayed, "in-order", true));
+    check(stream(5, 0), 7, NONE, (AcceptDelayed, "gap", true));
+    check(stream(5, 0), u64::MAX, NONE, (AcceptDelayed, "gap", true));
+    check(
+        stream(u64::MAX - 1, 0),
+        u64::MAX,
+        NONE,
+        (AcceptDelayed, "in-order", true),
+    );
+    check(stream(5, 0), 5, NONE, (AcceptReordered, "reordered", true));
+    check(stream(5, 0), 1, NONE, (AcceptReordered, "reordered", true));
+    // The floor, at its edge: floor itself is allowed, one below is a replay.
+    check(stream(5, 3), 3, NONE, (AcceptReordered, "reordered", true));
+    check(stream(5, 3), 2, NONE, (RefuseReplay, "replay", false));
+    check(stream(5, 6), 5, NONE, (RefuseReplay, "replay", false));
+    // A floor raised above the cursor: between them is still new and above the cursor.
+    check(stream(5, 9), 9, NONE, (AcceptDelayed, "gap", true));
+    check(stream(5, 9), 8, NONE, (RefuseReplay, "replay", false));
+
+    // Duplicates: same identity, same content, wherever the sequence is.
+    check(
+        stream(5, 0),
+        5,
+        all_same(5),
+        (IgnoreDuplicate, "duplicate", false),
+    );
+    check(
+        stream(5, 0),
+        9,
+        by_id(D, 9),
+        (IgnoreDuplicate, "duplicate", false),
+    );
+    check(
+        stream(5, 0),
+        9,
+        by_key(D, 9),
+        (IgnoreDuplicate, "duplicate", false),
+    );
+    check(
+        stream(5, 0),
+        9,
+        by_seq(D),
+        (IgnoreDuplicate, "duplicate", false),
+    );
+    check(
+        stream(5, 6),
+        2,
+        all_same(2),
+        (IgnoreDuplicate, "duplicate", false),
+    );
+
+    // Conflicts: same identity, different content, wherever the sequence is.
+    check(
+        stream(5, 0),
+        5,
+        by_id(OTHER, 5),
+        (RefuseTampered, "identity-conflict", false),
+    );
+    check(
+        stream(5, 0),
+        9,
+        by_key(OTHER, 4),
+        (RefuseTampered, "identity-conflict", false),
+    );
+    check(
+        stream(5, 0),
+        3,
+        by_seq(OTHER),
+        (RefuseTampered, "identity-conflict", false),
+    );
+    check(
+        stream(5, 6),
+        2,
+        by_seq(OTHER),
+        (RefuseTampered, "identity-conflict", false),
+    );
+    check(
+        stream(0, 0),
+        1,
+        by_seq(OTHER),
+        (RefuseTampered, "identity-conflict", false),
+    );
+    // A duplicate on one identity and a conflict on another is a conflict.
+    check(
+        stream(5, 0),
+        5,
+        Found {
+            by_event_id: retained(D, 5),
+            by_idempotency_key: retained(OTHER, 3),
+            by_sequence: Some(D),
+        },
+        (RefuseTampered, "identity-conflict", false),
+    );
+    check(
+        stream(5, 0),
+        5,
+        Found {
+            by_event_id: retained(D, 5),
+            by_idempotency_key: retained(D, 5),
+            by_sequence: Some(OTHER),
+        },
+        (RefuseTampered, "identity-conflict", false),
+    );
+}
+
+#[test]
+fn cursor_walks_through_contiguous_sequences_only() {
+    let check = |cursor: u64, retained: &[u64], expected: u64| {
+        assert_eq!(
+            advance_cursor(cursor, retained),
+            expected,
+            "{cursor} {retained:?}"
+        );
+    };
+    check(0, &[], 0);
+    check(0, &[1], 1);
+    check(0, &[2], 0);
+    check(0, &[1, 2, 3], 3);
+    check(0, &[1, 2, 4, 5], 2);
+    check(2, &[4, 5], 2);
+    // The missing 3 arrives: the cursor walks through everything now contiguous.
+    check(2, &[3, 4, 5, 7], 5);
+    check(5, &[1, 3, 5, 6], 6);
+    check(5, &[6, 6, 7], 7);
+    check(u64::MAX - 1, &[u64::MAX], u64::MAX);
+    check(u64::MAX, &[u64::MAX], u64::MAX);
+}
+
+#[test]
+fn outcomes_have_public_terms_and_statuses() {
+    let check = |o: Outcome, term: &str, status: u16, acknowledged: bool| {
+        assert_eq!(
+            (o.as_str(), o.http_status(), o.is_acknowledged()),
+            (term, status, acknowledged)
+        );
+        assert_eq!(term.parse::<Outcome>(), Ok(o));
+    };
+    check(Outcome::AcceptDelayed, "accept-delayed", 200, true);
+    check(Outcome::AcceptReordered, "accept-reordered", 200, true);
+    check(Outcome::IgnoreDuplicate, "ignore-duplicate", 200, true);
+    check(Outcome::RefuseReplay, "refuse-replay", 409, false);
+    check(
+        Outcome::RefuseIncompatible,
+        "refuse-incompatible",
+        422,
+        false,
+    );
+    check(Outcome::RefuseTampered, "refuse-tampered", 422, false);
+    assert_eq!("accept".parse::<Outcome>(), Err(()));
+}
+
+#[test]
+fn refusals_map_to_outcomes_and_reasons() {
+    use Outcome::*;
+    let check = |r: Refusal, outcome: Outcome, reason: &str, response: &str| {
+        let d = r.decision();
+        assert_eq!(
+            (d.outcome, d.reason, d.store, d.response_reason()),
+            (outcome, reason, false, response)
+        );
+    };
+    check(Refusal::Route, RefuseTampered, "route", "route");
+    check(
+        Refusal::SignatureUnknownKey,
+        RefuseTampered,
+        "signature-unknown-key",
+        "signature",
+    );
+    check(
+        Refusal::SignatureRevokedKey,
+        RefuseTampered,
+        "signature-revoked-key",
+        "signature",
+    );
+    check(
+        Refusal::SignatureRetiredKey,
+        RefuseTampered,
+        "signature-retired-key",
+        "signature",
+    );
+    check(
+        Refusal::SignatureInvalid,
+        RefuseTampered,
+        "signature-invalid",
+        "signature",
+    );
+    check(Refusal::Schema, RefuseIncompatible, "schema", "schema");
+    check(
+        Refusal::EventType,
+        RefuseIncompatible,
+        "event-type",
+        "event-type",
+    );
+    check(Refusal::Payload, RefuseTampered, "payload", "payload");
+}
+
+#[test]
+fn pipeline_checks() {
+    assert_eq!(check_schema_version(1), Ok(()));
+    assert_eq!(check_schema_version(0), Err(Refusal::Schema));
+    assert_eq!(check_schema_version(2), Err(Refusal::Schema));
+    assert_eq!(check_route("t", "p", "t", "t", "p"), Ok(()));
+    assert_eq!(check_route("t", "p", "u", "t", "p"), Err(Refusal::Route));
+    assert_eq!(check_route("t", "p", "t", "u", "p"), Err(Refusal::Route));
+    assert_eq!(check_route("t", "p", "t", "t", "q"), Err(Refusal::Route));
+    assert_eq!(check_route("t", "p", "t", "T", "p"), Err(Refusal::Route));
+
+    assert_eq!(
+        refusal_for_signature_error(&SignatureError::Invalid),
+        Refusal::SignatureInvalid
+    );
+    assert_eq!(
+        refusal_for_schema_error(&SchemaError::UnknownEventType),
+        Refusal::EventType
+    );
+    assert_eq!(
+        refusal_for_schema_error(&SchemaError::Violation {
+            pointer: String::new(),
+            rule: crate::schema::Rule::Missing
+        }),
+        Refusal::Payload
+    );
+}
+
+#[test]
+fn envelope_errors_map_to_pipeline_refusals() {
+    let base = serde_json::json!({
+        "schema_version": 1, "event_type": "installation", "tenant_id": "t", "project_id": "p",
+        "event_id": "01ARZ3NDEKTSV4RRFFQ69G5FAV", "producer_sequence": 1,
+        "occurred_at": "2025-01-02T03:04:05Z", "idempotency_key": "k", "producer_version": "v",
+        "payload": {}, "integrity": {"algorithm": "Ed25519", "key_id": "k", "signature": ""}
+    });
+    let check = |pointer: &str, value: serde_json::Value, expected: Refusal| {
+        let mut v = base.clone();
+        *v.pointer_mut(pointer).expect("exists") = value;
+        let err = decode_envelope(&serde_json::to_vec(&v).expect("json")).expect_err("refused");
+        assert_eq!(
+            refusal_for_envelope_error(&err),
+            expected,
+            "{pointer}: {err}"
+        );
+    };
+    check("/tenant_id", "-bad".into(), Refusal::Route);
+    check("/project_id", "".into(), Refusal::Route);
+    check("/event_id", "x".into(), Refusal::Route);
+    check("/idempotency_key", "".into(), Refusal::Route);
+    check("/producer_sequence", 0.into(), Refusal::Route);
+    check("/integrity/signature", "".into(), Refusal::SignatureInvalid);
+    check(
+        "/integrity/algorithm",
+        "x".into(),
+        Refusal::SignatureInvalid,
+    );
+    check("/payload", serde_json::json!([]), Refusal::Payload);
+    check("/occurred_at", "yesterday".into(), Refusal::Payload);
+    check("/event_type", "Bad".into(), Refusal::Payload);
+    let err = decode_envelope(b"{").expect_err("malformed");
+    assert_eq!(refusal_for_envelope_error(&err), Refusal::Payload);
+}
