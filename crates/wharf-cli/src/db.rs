@@ -16,6 +16,8 @@ pub const EMBEDDED_DATABASE: &str = "wharf";
 pub struct Database {
     /// The pool every library call takes.
     pub pool: PgPool,
+    /// The URL as libpq tools (`pg_dump`, `pg_restore`) take it.
+    pub url: String,
     cluster: Option<wharf_pg::Cluster>,
 }
 
@@ -31,11 +33,11 @@ pub struct Open {
 impl Database {
     /// Connects (starting the embedded cluster if no URL is configured).
     pub async fn open(config: &Config, open: Open) -> anyhow::Result<Database> {
-        let (options, cluster) = match &config.database_url {
+        let (options, url, cluster) = match &config.database_url {
             Some(url) => {
                 let options: PgConnectOptions =
                     url.parse().context("the database URL is not a valid PostgreSQL URL")?;
-                (options, None)
+                (options, url.clone(), None)
             }
             None => {
                 let dir = config.data_dir.join("pg");
@@ -54,7 +56,8 @@ impl Database {
                 );
                 let admin: PgConnectOptions = cluster.url("postgres").parse()?;
                 ensure_database(admin.clone(), EMBEDDED_DATABASE).await?;
-                (admin.database(EMBEDDED_DATABASE), Some(cluster))
+                let url = cluster.url(EMBEDDED_DATABASE);
+                (admin.database(EMBEDDED_DATABASE), url, Some(cluster))
             }
         };
         let pool = PgPoolOptions::new()
@@ -68,7 +71,7 @@ impl Database {
                 .await
                 .context("cannot bring the database schema up to date")?;
         }
-        Ok(Database { pool, cluster })
+        Ok(Database { pool, url, cluster })
     }
 
     /// Closes the pool, then stops the embedded cluster if this process started it.

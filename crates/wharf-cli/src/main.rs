@@ -30,6 +30,12 @@ enum Command {
     Work(cmd::serve::WorkArgs),
     /// Bring the database schema up to date, then exit.
     Migrate,
+    /// Write every wharf table, at one snapshot, to a file.
+    Backup(cmd::backup::BackupArgs),
+    /// Restore a backup, then check its invariants.
+    Restore(cmd::backup::RestoreArgs),
+    /// Check the database's invariants; exits non-zero when one is broken.
+    Verify(cmd::verify::VerifyArgs),
     // New commands go above this line, one variant each, with their module under cmd/.
 }
 
@@ -58,6 +64,9 @@ fn main() -> std::process::ExitCode {
             Command::Serve(args) => cmd::serve::serve(&config, args).await,
             Command::Work(args) => cmd::serve::work(&config, args).await,
             Command::Migrate => cmd::serve::migrate(&config).await,
+            Command::Backup(args) => cmd::backup::backup(&config, args).await,
+            Command::Restore(args) => cmd::backup::restore(&config, args).await,
+            Command::Verify(args) => cmd::verify::run(&config, args).await,
             // New commands are dispatched above this line.
         }
     });

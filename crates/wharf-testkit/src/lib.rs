@@ -19,7 +19,7 @@ use std::sync::{Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
+use sqlx::{Connection, PgConnection, PgPool};
 
 /// Connections one test's pool may open. Tests run two at a time on this machine's 2 cores; a
 /// handful of connections per test keeps the cluster well under its `max_connections`.
@@ -142,6 +142,25 @@ async fn exec(conn: &mut PgConnection, sql: &str) {
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
+/// `url` with its database swapped for `database`, keeping everything else (credentials,
+/// host, query parameters) as written, so libpq tools such as `pg_dump` accept it too.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let path_start = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |i| authority_start + i);
+    let mut out = format!("{}/{database}", &base[..path_start]);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
+}
+
 /// A fresh, migrated database of its own for one test.
 pub struct TestDb {
     /// A pool on the test's database.
@@ -188,7 +207,7 @@ impl TestDb {
     /// The connection URL of this test's database (for a child process such as the `wharf`
     /// binary).
     pub fn url(&self) -> String {
-        options_for(&self.name).to_url_lossy().to_string()
+        with_database(&server().admin_url, &self.name)
     }
 
     /// The database's name.
@@ -222,5 +241,19 @@ impl Drop for TestDb {
             });
         })
         .join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn database_names_are_swapped_and_nothing_else() {
+        let check = |url: &str, expected: &str| assert_eq!(with_database(url, "t1"), expected);
+        check("postgres://u:p@127.0.0.1:5432/postgres", "postgres://u:p@127.0.0.1:5432/t1");
+        check("postgres://u@localhost", "postgres://u@localhost/t1");
+        check("postgres:///test?host=/run/pg", "postgres:///t1?host=/run/pg");
+        check("postgresql://h/db?sslmode=disable", "postgresql://h/t1?sslmode=disable");
     }
 }

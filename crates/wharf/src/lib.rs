@@ -19,3 +19,4 @@ pub mod inbox;
 pub mod migrate;
 pub mod outbox;
 pub mod store;
+pub use store::verify;

@@ -1,5 +1,6 @@
 //! The `wharf` binary's one integration-test binary: the real executable, real PostgreSQL,
 //! real HTTP on loopback.
 
+mod backup;
 mod serve;
 mod support;

@@ -6,6 +6,7 @@
 
 pub mod inbox;
 pub mod outbox;
+pub mod verify;
 
 /// Whether the database answers a trivial query (`/readyz`).
 pub async fn ping(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {

@@ -1,0 +1,2 @@
+SELECT count(*) FROM wharf.action
+ WHERE state = 'EXECUTING' AND (lease_expires_at IS NULL OR epoch < 1 OR attempt < 1)

@@ -1,0 +1,3 @@
+SELECT count(*) FROM (
+    SELECT lane_key FROM wharf.action WHERE state = 'EXECUTING'
+     GROUP BY lane_key HAVING count(*) > 1) twice
