@@ -25,7 +25,13 @@ pub struct GlobalArgs {
     #[arg(long, env = "WHARF_CONFIG", global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// PostgreSQL URL. Without one, wharf runs its own cluster under --data-dir.
-    #[arg(long, env = "DATABASE_URL", global = true, value_name = "URL", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        global = true,
+        value_name = "URL",
+        hide_env_values = true
+    )]
     pub database_url: Option<String>,
     /// Directory for the embedded database, mail files and state [default: .wharf].
     #[arg(long, env = "WHARF_DATA_DIR", global = true, value_name = "DIR")]
@@ -69,7 +75,11 @@ impl Config {
             Some(path) => read_file(path)?,
             None => toml::Table::new(),
         };
-        let top = |key: &str| file.get(key).and_then(toml::Value::as_str).map(str::to_owned);
+        let top = |key: &str| {
+            file.get(key)
+                .and_then(toml::Value::as_str)
+                .map(str::to_owned)
+        };
         let log_format = match (global.log_format, top("log_format").as_deref()) {
             (Some(format), _) => format,
             (None, None) => LogFormat::default(),
@@ -78,7 +88,11 @@ impl Config {
             (None, Some(other)) => bail!("log_format must be \"human\" or \"json\", not {other:?}"),
         };
         Ok(Config {
-            database_url: global.database_url.clone().filter(|u| !u.is_empty()).or(top("database_url")),
+            database_url: global
+                .database_url
+                .clone()
+                .filter(|u| !u.is_empty())
+                .or(top("database_url")),
             data_dir: global
                 .data_dir
                 .clone()
@@ -141,10 +155,14 @@ mod tests {
 
     #[test]
     fn environment_values_keep_their_type() {
-        let check = |raw: &str, expected: toml::Value| assert_eq!(env_value(raw), expected, "{raw}");
+        let check =
+            |raw: &str, expected: toml::Value| assert_eq!(env_value(raw), expected, "{raw}");
         check("25", toml::Value::Integer(25));
         check("true", toml::Value::Boolean(true));
-        check("smtp.example.org", toml::Value::String("smtp.example.org".into()));
+        check(
+            "smtp.example.org",
+            toml::Value::String("smtp.example.org".into()),
+        );
         check("\"quoted\"", toml::Value::String("quoted".into()));
         check("{ a = 1 }", toml::Value::String("{ a = 1 }".into()));
     }
@@ -169,7 +187,13 @@ mod tests {
             file: file.clone(),
         };
         let parsed: Demo = config.section("demo").unwrap();
-        assert_eq!(parsed, Demo { port: Some(2525), host: None });
+        assert_eq!(
+            parsed,
+            Demo {
+                port: Some(2525),
+                host: None
+            }
+        );
         let missing: Demo = config.section("absent_section_for_test").unwrap();
         assert_eq!(missing, Demo::default());
 

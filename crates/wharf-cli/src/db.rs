@@ -35,8 +35,9 @@ impl Database {
     pub async fn open(config: &Config, open: Open) -> anyhow::Result<Database> {
         let (options, url, cluster) = match &config.database_url {
             Some(url) => {
-                let options: PgConnectOptions =
-                    url.parse().context("the database URL is not a valid PostgreSQL URL")?;
+                let options: PgConnectOptions = url
+                    .parse()
+                    .context("the database URL is not a valid PostgreSQL URL")?;
                 (options, url.clone(), None)
             }
             None => {
@@ -98,7 +99,10 @@ async fn ensure_database(admin: PgConnectOptions, name: &str) -> anyhow::Result<
     if !exists {
         // The name is our constant, never input.
         let create = format!("CREATE DATABASE {name}");
-        if let Err(e) = sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(&mut conn).await {
+        if let Err(e) = sqlx::raw_sql(sqlx::AssertSqlSafe(create))
+            .execute(&mut conn)
+            .await
+        {
             // Two commands starting at once may both try; the loser finds it made.
             let made_meanwhile = e
                 .as_database_error()

@@ -14,7 +14,11 @@ pub struct OperatorToken(Option<String>);
 
 impl std::fmt::Debug for OperatorToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "OperatorToken(set)" } else { "OperatorToken(unset)" })
+        f.write_str(if self.0.is_some() {
+            "OperatorToken(set)"
+        } else {
+            "OperatorToken(unset)"
+        })
     }
 }
 
@@ -33,7 +37,11 @@ impl OperatorToken {
     }
 
     /// `Ok` when the request carries the operator token, else the 401 answer.
-    pub fn require(&self, headers: &HeaderMap, correlation: &CorrelationId) -> Result<(), ApiError> {
+    pub fn require(
+        &self,
+        headers: &HeaderMap,
+        correlation: &CorrelationId,
+    ) -> Result<(), ApiError> {
         if self.accepts(headers) {
             Ok(())
         } else {
@@ -49,7 +57,10 @@ impl OperatorToken {
 
 /// The bearer credential of a request, if it has one.
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
@@ -75,7 +86,9 @@ mod tests {
     #[test]
     fn only_the_exact_token_is_accepted() {
         let token = OperatorToken::new(Some("s3cret".into()));
-        let check = |value: &str, expected: bool| assert_eq!(token.accepts(&headers(value)), expected, "{value}");
+        let check = |value: &str, expected: bool| {
+            assert_eq!(token.accepts(&headers(value)), expected, "{value}")
+        };
         check("Bearer s3cret", true);
         check("bearer s3cret", true);
         check("Bearer s3cre", false);
@@ -87,7 +100,10 @@ mod tests {
 
     #[test]
     fn an_unset_or_empty_token_accepts_nobody() {
-        for token in [OperatorToken::new(None), OperatorToken::new(Some(String::new()))] {
+        for token in [
+            OperatorToken::new(None),
+            OperatorToken::new(Some(String::new())),
+        ] {
             assert!(!token.accepts(&headers("Bearer ")));
             assert!(!token.accepts(&headers("Bearer x")));
         }

@@ -27,7 +27,8 @@ impl CorrelationId {
             .filter(|v| {
                 !v.is_empty()
                     && v.len() <= CORRELATION_ID_BYTES_MAX
-                    && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+                    && v.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
             })
             .map(str::to_owned);
         CorrelationId(supplied.unwrap_or_else(|| ulid::Ulid::new().to_string()))

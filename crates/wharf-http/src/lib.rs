@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod error;
 pub mod health;
+pub mod openapi;
 
 use axum::Router;
 

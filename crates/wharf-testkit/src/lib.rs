@@ -251,9 +251,18 @@ mod tests {
     #[test]
     fn database_names_are_swapped_and_nothing_else() {
         let check = |url: &str, expected: &str| assert_eq!(with_database(url, "t1"), expected);
-        check("postgres://u:p@127.0.0.1:5432/postgres", "postgres://u:p@127.0.0.1:5432/t1");
+        check(
+            "postgres://u:p@127.0.0.1:5432/postgres",
+            "postgres://u:p@127.0.0.1:5432/t1",
+        );
         check("postgres://u@localhost", "postgres://u@localhost/t1");
-        check("postgres:///test?host=/run/pg", "postgres:///t1?host=/run/pg");
-        check("postgresql://h/db?sslmode=disable", "postgresql://h/t1?sslmode=disable");
+        check(
+            "postgres:///test?host=/run/pg",
+            "postgres:///t1?host=/run/pg",
+        );
+        check(
+            "postgresql://h/db?sslmode=disable",
+            "postgresql://h/t1?sslmode=disable",
+        );
     }
 }

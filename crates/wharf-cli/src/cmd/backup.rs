@@ -35,14 +35,26 @@ pub struct RestoreArgs {
 
 /// `wharf backup`.
 pub async fn backup(config: &Config, args: BackupArgs) -> anyhow::Result<()> {
-    let db = Database::open(config, Open { migrate: false, connections_max: 1 }).await?;
+    let db = Database::open(
+        config,
+        Open {
+            migrate: false,
+            connections_max: 1,
+        },
+    )
+    .await?;
     let spinner = super::progress::spinner("writing the backup");
     let mut cmd = Command::new(program("pg_dump")?);
-    cmd.args(["--format=custom", "--schema=wharf", "--no-owner", "--no-privileges"])
-        .arg("--file")
-        .arg(&args.out)
-        .arg("--dbname")
-        .arg(&db.url);
+    cmd.args([
+        "--format=custom",
+        "--schema=wharf",
+        "--no-owner",
+        "--no-privileges",
+    ])
+    .arg("--file")
+    .arg(&args.out)
+    .arg("--dbname")
+    .arg(&db.url);
     let result = run(cmd, "pg_dump");
     spinner.finish_and_clear();
     db.close().await?;
@@ -56,7 +68,14 @@ pub async fn restore(config: &Config, args: RestoreArgs) -> anyhow::Result<()> {
     if !args.file.is_file() {
         bail!("{} is not a file", args.file.display());
     }
-    let db = Database::open(config, Open { migrate: false, connections_max: 2 }).await?;
+    let db = Database::open(
+        config,
+        Open {
+            migrate: false,
+            connections_max: 2,
+        },
+    )
+    .await?;
     let exists = wharf::verify::schema_exists(&db.pool).await?;
     if exists && !args.replace {
         db.close().await?;
@@ -68,10 +87,15 @@ pub async fn restore(config: &Config, args: RestoreArgs) -> anyhow::Result<()> {
     let spinner = super::progress::spinner("restoring");
     let mut cmd = Command::new(program("pg_restore")?);
     // One transaction: a restore that fails half-way leaves nothing behind.
-    cmd.args(["--no-owner", "--no-privileges", "--single-transaction", "--exit-on-error"])
-        .arg("--dbname")
-        .arg(&db.url)
-        .arg(&args.file);
+    cmd.args([
+        "--no-owner",
+        "--no-privileges",
+        "--single-transaction",
+        "--exit-on-error",
+    ])
+    .arg("--dbname")
+    .arg(&db.url)
+    .arg(&args.file);
     let restored = run(cmd, "pg_restore");
     spinner.finish_and_clear();
     if let Err(e) = restored {
@@ -83,7 +107,10 @@ pub async fn restore(config: &Config, args: RestoreArgs) -> anyhow::Result<()> {
     let report = report?;
     super::verify::print(&report, false);
     if !report.ok() {
-        bail!("the restored database breaks {} invariant(s)", report.violations());
+        bail!(
+            "the restored database breaks {} invariant(s)",
+            report.violations()
+        );
     }
     println!("restored from {}", args.file.display());
     Ok(())

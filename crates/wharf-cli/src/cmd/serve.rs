@@ -23,7 +23,12 @@ pub struct ServeArgs {
     #[arg(long, env = "WHARF_LISTEN", value_name = "ADDR")]
     listen: Option<SocketAddr>,
     /// Token for the admin endpoints (`Authorization: Bearer …`). Without one they answer 401.
-    #[arg(long, env = "WHARF_OPERATOR_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        env = "WHARF_OPERATOR_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     operator_token: Option<String>,
     /// Serve HTTP only; run no executor in this process.
     #[arg(long)]
@@ -64,6 +69,7 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
 
     let routers = vec![
         wharf_http::health::routes(db.pool.clone(), Some(prometheus)),
+        wharf_http::openapi::routes(),
         // Route modules are added above this line, one entry each.
     ];
     let app = wharf_http::app(routers);

@@ -15,7 +15,14 @@ pub struct VerifyArgs {
 
 /// `wharf verify`.
 pub async fn run(config: &Config, args: VerifyArgs) -> anyhow::Result<()> {
-    let db = Database::open(config, Open { migrate: false, connections_max: 2 }).await?;
+    let db = Database::open(
+        config,
+        Open {
+            migrate: false,
+            connections_max: 2,
+        },
+    )
+    .await?;
     let report = wharf::verify::run(&db.pool).await;
     db.close().await?;
     let report = report?;
@@ -32,13 +39,25 @@ pub fn print(report: &wharf::verify::Report, json: bool) {
         let checks: Vec<serde_json::Value> = report
             .checks
             .iter()
-            .map(|c| serde_json::json!({"name": c.name, "rule": c.rule, "violations": c.violations}))
+            .map(
+                |c| serde_json::json!({"name": c.name, "rule": c.rule, "violations": c.violations}),
+            )
             .collect();
-        println!("{}", serde_json::json!({"ok": report.ok(), "checks": checks}));
+        println!(
+            "{}",
+            serde_json::json!({"ok": report.ok(), "checks": checks})
+        );
         return;
     }
     for check in &report.checks {
-        let mark = if check.violations == 0 { "ok  " } else { "FAIL" };
-        println!("{mark} {:<28} {} ({} rows)", check.name, check.rule, check.violations);
+        let mark = if check.violations == 0 {
+            "ok  "
+        } else {
+            "FAIL"
+        };
+        println!(
+            "{mark} {:<28} {} ({} rows)",
+            check.name, check.rule, check.violations
+        );
     }
 }

@@ -3,7 +3,11 @@
 use crate::support::wharf;
 
 fn ok(args: &[&str], url: &str) -> String {
-    let out = wharf().args(args).env("DATABASE_URL", url).output().unwrap();
+    let out = wharf()
+        .args(args)
+        .env("DATABASE_URL", url)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -37,10 +41,11 @@ async fn backup_then_restore_round_trips_and_verifies() {
 
     let printed = ok(&["restore", "--replace", file], &target.url());
     assert!(printed.contains("restored from"), "{printed}");
-    let tenants: Vec<String> = sqlx::query_scalar("SELECT tenant_id::text FROM wharf.inbox_tenants")
-        .fetch_all(&target.pool)
-        .await
-        .unwrap();
+    let tenants: Vec<String> =
+        sqlx::query_scalar("SELECT tenant_id::text FROM wharf.inbox_tenants")
+            .fetch_all(&target.pool)
+            .await
+            .unwrap();
     assert_eq!(tenants, ["acme"]);
     let report = ok(&["verify", "--json"], &target.url());
     let report: serde_json::Value = serde_json::from_str(report.trim()).unwrap();
@@ -77,5 +82,8 @@ async fn verify_fails_loudly_on_a_broken_invariant() {
         .unwrap();
     assert!(!out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("FAIL ended_action_with_payload"), "{stdout}");
+    assert!(
+        stdout.contains("FAIL ended_action_with_payload"),
+        "{stdout}"
+    );
 }

@@ -1,1 +1,3 @@
-//! Integration tests.
+//! The HTTP layer's one integration-test binary: real axum servers on loopback, real PostgreSQL.
+
+mod openapi;

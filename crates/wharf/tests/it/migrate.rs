@@ -59,7 +59,10 @@ async fn verify_passes_on_a_fresh_database_and_names_a_broken_invariant() {
     // Break one invariant behind wharf's back (the guard trigger would refuse an UPDATE, so
     // disable triggers for this session as a restore tool could).
     let mut conn = db.pool.acquire().await.unwrap();
-    sqlx::query("SET session_replication_role = replica").execute(&mut *conn).await.unwrap();
+    sqlx::query("SET session_replication_role = replica")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
     sqlx::query(
         "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
                                    at_most_once, instance_level, state, epoch, attempt,
