@@ -17,6 +17,7 @@ pub use wharf_core as core;
 
 pub mod inbox;
 pub mod migrate;
+pub mod outbound;
 pub mod outbox;
 pub mod store;
 pub use store::verify;

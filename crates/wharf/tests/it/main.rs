@@ -2,4 +2,5 @@
 
 mod inbox;
 mod migrate;
+mod outbound;
 mod outbox;

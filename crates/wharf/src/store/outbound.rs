@@ -1,0 +1,1 @@
+//! Outbound statements (filled by the outbound work).

@@ -1,0 +1,1 @@
+//! Outbound envelopes and dead letters (filled by the outbound work).
