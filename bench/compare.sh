@@ -31,8 +31,9 @@
 # Database: $DATABASE_URL when set (all three use it; wharf keeps to schema wharf, Graphile to
 # graphile_worker, the ceiling to wharf_ceiling). Otherwise wharf's own embedded cluster under
 # --data-dir: `wharf migrate` creates it the way every wharf command does, then this script keeps
-# that server running for all rounds (so both systems use the same server, warmed the same way)
-# and stops it at the end.
+# that server running for all rounds (so both systems use the same server, warmed the same way),
+# works in a database of its own on it (wharf_bench, created when missing), and stops the server
+# at the end if it started it.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -154,7 +155,14 @@ else
         [[ -n "$port" ]] || die "cannot start PostgreSQL in $pgdata (see $pgdata/wharf-server.log)"
         stop_cluster="$(printf '%q ' "${as_owner[@]}" "$bin/pg_ctl" stop -D "$pgdata" -m fast -w)"
     fi
-    url="postgres://wharf:$(cat "$cluster/password")@127.0.0.1:$port/wharf"
+    # A database of its own, so no benchmark row ever lands in the one `wharf serve` uses.
+    admin_url="postgres://wharf:$(cat "$cluster/password")@127.0.0.1:$port/postgres"
+    if [[ "$("$(pg_bin_dir)/psql" "$admin_url" -X -At -c \
+        "SELECT 1 FROM pg_database WHERE datname = 'wharf_bench'")" != 1 ]]; then
+        "$(pg_bin_dir)/psql" "$admin_url" -X -q -c "CREATE DATABASE wharf_bench" \
+            || die "cannot create the wharf_bench database"
+    fi
+    url="postgres://wharf:$(cat "$cluster/password")@127.0.0.1:$port/wharf_bench"
 fi
 
 psql="$(pg_bin_dir)/psql"
@@ -194,8 +202,9 @@ say "n=$n workers=$workers rounds=$rounds server=PostgreSQL $server_version core
 (( ceiling_seconds == 0 )) || say "ceiling: $ceiling_script$([[ $ceiling_script == *batch ]] && echo " batch=$ceiling_batch"), ${ceiling_seconds} s per round"
 for round in $(seq 1 "$rounds"); do
     # shellcheck disable=SC2086 # the extra args are meant to split into flags
+    # --runs 1: this script does the rounds; --ceiling-seconds 0: and the ceiling (below).
     w_out="$(measure "wharf bench outbox" env DATABASE_URL="$url" "$wharf" bench outbox \
-        --n "$n" --workers "$workers" --json $wharf_args)"
+        --n "$n" --workers "$workers" --runs 1 --ceiling-seconds 0 --json $wharf_args)"
     record "$w_out"
     w="$(field "$w_out" jobs_per_second)" || die "wharf printed no jobs_per_second: $w_out"
 
