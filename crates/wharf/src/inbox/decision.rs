@@ -168,6 +168,9 @@ mod tests {
         }
     }
 
+    /// (name, incoming, matches by event id / key / sequence, expected outcome, reason).
+    type Case<'a> = (&'a str, Facts<'a>, [Option<Facts<'a>>; 3], Outcome, &'a str);
+
     #[test]
     fn table() {
         let state = StreamState {
@@ -175,7 +178,7 @@ mod tests {
             floor: 3,
         };
         let known = f("E1", "K1", 4, b"d1");
-        let cases: [(&str, Facts, [Option<Facts>; 3], Outcome, &str); 9] = [
+        let cases: [Case; 9] = [
             (
                 "new ahead",
                 f("E9", "K9", 7, b"x"),

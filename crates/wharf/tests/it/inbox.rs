@@ -1,1 +1,13 @@
-//! Inbox integration tests (filled by the inbox work).
+//! Inbox integration tests: the ingest pipeline of SPEC §3.4 and §3.5 against real PostgreSQL.
+//!
+//! `support` builds a tenant with a credential and a key; every other module is one concern.
+
+mod admin;
+mod batch;
+mod concurrency;
+mod isolation;
+mod limits;
+mod outcomes;
+mod refusals;
+mod retention;
+mod support;

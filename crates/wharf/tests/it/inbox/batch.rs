@@ -1,0 +1,113 @@
+//! The batch path: many envelopes of one stream in one request and one transaction, one answer
+//! per envelope plus the acknowledged sequence.
+
+use rand::seq::SliceRandom as _;
+use serde_json::value::RawValue;
+use wharf::inbox::{BatchResponse, Outcome, Route, Status};
+
+use super::support::*;
+
+fn batch_body(bodies: &[Vec<u8>]) -> Vec<u8> {
+    let raws: Vec<Box<RawValue>> = bodies
+        .iter()
+        .map(|b| RawValue::from_string(String::from_utf8(b.clone()).unwrap()).unwrap())
+        .collect();
+    serde_json::to_vec(&serde_json::json!({ "envelopes": raws })).unwrap()
+}
+
+async fn send_batch(fx: &Fx, body: &[u8]) -> BatchResponse {
+    fx.inbox
+        .ingest_batch(peer(), &fx.token, Route::new(TENANT, PROJECT), body)
+        .await
+}
+
+#[tokio::test]
+async fn a_shuffled_batch_is_decided_in_one_transaction() {
+    let fx = Fx::new().await;
+    let mut seqs: Vec<u64> = (1..=300).collect();
+    seqs.shuffle(&mut rand::thread_rng());
+    let mut bodies: Vec<Vec<u8>> = seqs.iter().map(|&s| fx.body(s)).collect();
+    // In the same batch: a duplicate of an earlier item, a conflict with it, and a tampered one.
+    bodies.push(fx.body(seqs[0]));
+    let mut conflict = fx.envelope(seqs[1]);
+    conflict.payload = payload("changed");
+    bodies.push(fx.signed(&conflict));
+    bodies.push(edit(&fx.body(999), |v| {
+        v["payload"]["run_id"] = "altered".into()
+    }));
+
+    let stats_before = fx.inbox.counters();
+    let answer = send_batch(&fx, &batch_body(&bodies)).await;
+    assert_eq!(answer.head.status, Status::Decided, "{:?}", answer.head);
+    assert_eq!(answer.http_status(), 200);
+    assert_eq!(answer.head.acknowledged_sequence, Some(300));
+    assert_eq!(answer.items.len(), 303);
+    for (i, item) in answer.items.iter().enumerate().take(300) {
+        assert_eq!(item.index, i);
+        assert_eq!(
+            (item.outcome, item.reason),
+            (Outcome::AcceptDelayed, "accepted"),
+            "{i}"
+        );
+        assert_eq!(item.producer_sequence, Some(seqs[i]));
+    }
+    let dup = &answer.items[300];
+    assert_eq!(
+        (dup.outcome, dup.reason),
+        (Outcome::IgnoreDuplicate, "duplicate")
+    );
+    assert_eq!(
+        dup.original.as_ref().unwrap().correlation_id,
+        answer.head.correlation_id
+    );
+    assert_eq!(answer.items[301].reason, "event-id-conflict");
+    assert_eq!(answer.items[302].reason, "signature-invalid");
+
+    let counts = fx.counts().await;
+    assert_eq!(
+        (counts.identities, counts.payloads, counts.audit),
+        (300, 300, 303)
+    );
+    let after = fx.inbox.counters();
+    assert_eq!(
+        after.stream_transactions - stats_before.stream_transactions,
+        1
+    );
+    assert_eq!(
+        after.key_lookups - stats_before.key_lookups,
+        1,
+        "one key query per request"
+    );
+
+    // Sending the same batch again: every accepted one is a duplicate now.
+    let again = send_batch(&fx, &batch_body(&bodies[..300])).await;
+    assert!(
+        again
+            .items
+            .iter()
+            .all(|i| i.outcome == Outcome::IgnoreDuplicate)
+    );
+    assert_eq!(fx.counts().await.identities, 300);
+}
+
+#[tokio::test]
+async fn a_batch_that_is_not_a_list_of_envelopes_is_one_refusal() {
+    let fx = Fx::new().await;
+    for (body, reason) in [
+        (b"[]".to_vec(), "malformed"),
+        (b"{\"envelopes\": [], \"x\": 1}".to_vec(), "malformed"),
+        (b"{\"envelopes\": []}".to_vec(), "bounds"),
+    ] {
+        let before = fx.counts().await;
+        let answer = send_batch(&fx, &body).await;
+        assert_eq!(
+            (answer.head.status, answer.head.reason),
+            (Status::Outcome(Outcome::RefuseTampered), reason)
+        );
+        assert!(answer.items.is_empty());
+        assert_eq!(fx.counts().await, before.audited(1));
+    }
+    let too_many = batch_body(&vec![fx.body(1); 1001]);
+    assert_eq!(send_batch(&fx, &too_many).await.head.reason, "bounds");
+    assert_eq!(fx.counts().await.identities, 0);
+}

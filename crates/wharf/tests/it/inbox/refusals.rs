@@ -1,0 +1,249 @@
+//! Every refusal and every bad input changes nothing but the audit table (one row), and an
+//! unauthenticated or oversized request not even that.
+
+use base64::Engine as _;
+use ed25519_dalek::SigningKey;
+use serde_json::json;
+use wharf::inbox::{self, InboxConfig, Outcome, Route, Status};
+
+use super::support::*;
+
+#[tokio::test]
+async fn bad_inputs_write_only_their_audit_row() {
+    let fx = Fx::with_config(InboxConfig {
+        body_bytes_max: 64 * 1024,
+        ..unlimited()
+    })
+    .await;
+    // A stream with state, so "nothing changed" is checked against something.
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    inbox::create_tenant(fx.pool(), "globex").await.unwrap();
+    let globex_key = SigningKey::from_bytes(&[5; 32]);
+    inbox::add_key(
+        fx.pool(),
+        "globex",
+        PROJECT,
+        "globex-key",
+        globex_key.verifying_key().as_bytes(),
+        inbox::KEY_REPLAY_WINDOW_DEFAULT,
+    )
+    .await
+    .unwrap();
+    let revoked = SigningKey::from_bytes(&[6; 32]);
+    inbox::add_key(
+        fx.pool(),
+        TENANT,
+        PROJECT,
+        "revoked-key",
+        revoked.verifying_key().as_bytes(),
+        inbox::KEY_REPLAY_WINDOW_DEFAULT,
+    )
+    .await
+    .unwrap();
+    inbox::revoke_key(fx.pool(), TENANT, PROJECT, "revoked-key")
+        .await
+        .unwrap();
+
+    let good = fx.body(2);
+    let lower_event_id = event_id(2).to_lowercase().replace('0', "o");
+    let mut deep = fx.envelope(2);
+    deep.payload["checks"][0]["result"] = "maybe".into();
+    let mut too_many = fx.envelope(2);
+    too_many.payload["commit_ids"] = json!(vec!["abcdef0"; 65]);
+
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "malformed JSON",
+            b"{\"schema_version\": 1,".to_vec(),
+            "malformed",
+        ),
+        ("not an object", b"[1, 2]".to_vec(), "malformed"),
+        ("empty body", Vec::new(), "malformed"),
+        (
+            "unknown field",
+            edit(&good, |v| v["extra"] = 1.into()),
+            "unknown-field",
+        ),
+        (
+            "unknown integrity field",
+            edit(&good, |v| v["integrity"]["x"] = 1.into()),
+            "unknown-field",
+        ),
+        (
+            "float",
+            String::from_utf8(good.clone())
+                .unwrap()
+                .replacen("\"producer_sequence\":2", "\"producer_sequence\":2.0", 1)
+                .into_bytes(),
+            "float",
+        ),
+        (
+            "float in payload",
+            edit(&good, |v| v["payload"]["n"] = json!(1.5)),
+            "float",
+        ),
+        (
+            "bad base64",
+            edit(&good, |v| {
+                v["integrity"]["signature"] = "not base64!".into()
+            }),
+            "signature-encoding",
+        ),
+        (
+            "63-byte signature",
+            edit(&good, |v| {
+                v["integrity"]["signature"] = b64(&[1; 63]).into()
+            }),
+            "signature-encoding",
+        ),
+        (
+            "65-byte signature",
+            edit(&good, |v| {
+                v["integrity"]["signature"] = b64(&[1; 65]).into()
+            }),
+            "signature-encoding",
+        ),
+        (
+            "unknown key",
+            sign_with(&fx.envelope(2), &SigningKey::from_bytes(&[8; 32]), "ghost"),
+            "signature-unknown-key",
+        ),
+        (
+            "revoked key",
+            sign_with(&fx.envelope(2), &revoked, "revoked-key"),
+            "signature-revoked-key",
+        ),
+        (
+            "other tenant's key",
+            sign_with(&fx.envelope(2), &globex_key, "globex-key"),
+            "signature-unknown-key",
+        ),
+        (
+            "route: envelope tenant",
+            edit(&good, |v| v["tenant_id"] = "globex".into()),
+            "route",
+        ),
+        (
+            "route: bad tenant identity",
+            edit(&good, |v| v["tenant_id"] = "-bad".into()),
+            "route",
+        ),
+        (
+            "bad identity",
+            edit(&good, |v| v["event_id"] = lower_event_id.clone().into()),
+            "identity",
+        ),
+        (
+            "missing field",
+            edit(&good, |v| {
+                v.as_object_mut().unwrap().remove("occurred_at");
+            }),
+            "missing-field",
+        ),
+        ("payload at depth", fx.signed(&deep), "payload"),
+        ("payload array bound", fx.signed(&too_many), "payload"),
+    ];
+    for (name, body, reason) in cases {
+        let before = fx.counts().await;
+        let cursor = fx.cursor().await;
+        let answer = fx.send(&body).await;
+        assert_eq!(
+            answer.status,
+            Status::Outcome(Outcome::RefuseTampered),
+            "{name}: {answer:?}"
+        );
+        assert_eq!(answer.reason, reason, "{name}");
+        assert_eq!(answer.acknowledged_sequence, Some(1), "{name}");
+        assert!(!answer.is_acknowledged());
+        assert_eq!(fx.counts().await, before.audited(1), "{name}");
+        assert_eq!(fx.cursor().await, cursor, "{name}");
+        let (outcome, audited_reason, _, _) = last_audit(fx.pool()).await;
+        assert_eq!(
+            (outcome.as_str(), audited_reason.as_str()),
+            ("refuse-tampered", reason),
+            "{name}"
+        );
+    }
+
+    // Route mismatches in the URL: into another tenant, or to another project.
+    for (name, route) in [
+        ("URL tenant", Route::new("globex", PROJECT)),
+        ("URL project", Route::new(TENANT, "api")),
+        ("URL project identity", Route::new(TENANT, "../etc")),
+    ] {
+        let before = fx.counts().await;
+        let answer = fx.inbox.ingest(peer(), &fx.token, route, &good).await;
+        assert_eq!(
+            (answer.status, answer.reason),
+            (Status::Outcome(Outcome::RefuseTampered), "route"),
+            "{name}"
+        );
+        assert_eq!(fx.counts().await, before.audited(1), "{name}");
+    }
+
+    // Nothing audited without a verified tenant, and nothing before the body limit.
+    let before = fx.counts().await;
+    for (name, token, body, status) in [
+        ("no token", "", good.clone(), Status::Unauthenticated),
+        (
+            "garbage token",
+            "Bearer nonsense",
+            good.clone(),
+            Status::Unauthenticated,
+        ),
+        (
+            "unknown token",
+            "wharf_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            good.clone(),
+            Status::Unauthenticated,
+        ),
+        (
+            "oversized",
+            fx.token.as_str(),
+            vec![b' '; 64 * 1024 + 1],
+            Status::TooLarge,
+        ),
+    ] {
+        let answer = fx
+            .inbox
+            .ingest(peer(), token, Route::new(TENANT, PROJECT), &body)
+            .await;
+        assert_eq!(answer.status, status, "{name}");
+        assert_eq!(answer.acknowledged_sequence, None, "{name}");
+    }
+    assert_eq!(
+        fx.counts().await,
+        before,
+        "unauthenticated requests write nothing"
+    );
+    assert_eq!(Status::Unauthenticated.http_status(), 401);
+    assert_eq!(Status::TooLarge.http_status(), 413);
+
+    // A revoked credential is unauthenticated at once.
+    let credentials = inbox::list_credentials(fx.pool(), TENANT).await.unwrap();
+    inbox::revoke_credential(fx.pool(), TENANT, credentials[0].credential_id)
+        .await
+        .unwrap();
+    assert_eq!(fx.send(&good).await.status, Status::Unauthenticated);
+    assert_eq!(fx.counts().await, before);
+}
+
+#[tokio::test]
+async fn identities_and_audit_are_append_only() {
+    let fx = Fx::new().await;
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+    for sql in [
+        "UPDATE wharf.inbox_identities SET outcome = 'accept-reordered'",
+        "DELETE FROM wharf.inbox_identities",
+        "TRUNCATE wharf.inbox_identities CASCADE",
+        "UPDATE wharf.inbox_audit SET reason = 'x'",
+        "DELETE FROM wharf.inbox_audit",
+        "TRUNCATE wharf.inbox_audit",
+    ] {
+        let err = sqlx::query(sql).execute(fx.pool()).await.expect_err(sql);
+        assert!(err.to_string().contains("append-only"), "{sql}: {err}");
+    }
+    assert_eq!(fx.counts().await.identities, 1);
+}
