@@ -32,8 +32,8 @@ const require = createRequire(import.meta.url);
 const GRAPHILE_VERSION = require("graphile-worker/package.json").version;
 
 const TASK = "wharf_bench_noop";
-// A job batch larger than this would make one add_jobs call carry megabytes of JSON; the
-// measured enqueue rate stops improving well below it.
+// Matches wharf's ENQUEUE_BATCH_MAX (10 000 requests per enqueue_many); a larger batch would
+// only make one add_jobs call carry megabytes of JSON.
 const BATCH_MAX = 10_000;
 // How often the end of the drain is checked once every handler has run. Short, because it adds
 // up to this much to drain_seconds; it only starts after the last handler, so it costs nothing

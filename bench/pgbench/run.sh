@@ -60,9 +60,9 @@ is_int "$batch" 1 100 || die "--batch must be 1..100"
 cores="$(nproc 2>/dev/null || echo 2)"
 : "${threads:=$(( clients < cores ? clients : cores ))}"
 is_int "$threads" 1 "$clients" || die "--threads must be 1..clients"
-# Prefill above the fastest drain seen on a 2-core machine, with a wide margin: about 1 000
-# single cycles/s and 11 000 batched jobs/s (4 clients, fsync on). An exhausted prefill is
-# reported as a failure anyway, never as a figure; a faster machine raises --rows.
+# Prefill an order of magnitude above the fastest drain seen on a 2-core machine with fsync on
+# (single and batched). An exhausted prefill is reported as a failure anyway, never as a figure;
+# a faster machine raises --rows.
 per_second=20000
 if [[ "$script" == all || "$script" == claim_fence_complete_batch ]]; then
     per_second=50000
