@@ -30,9 +30,28 @@ pub struct Open {
     pub connections_max: u32,
 }
 
+impl Open {
+    /// What most admin commands need: an up-to-date schema is not their job, two connections.
+    pub const ADMIN: Open = Open {
+        migrate: false,
+        connections_max: 2,
+    };
+}
+
 impl Database {
     /// Connects (starting the embedded cluster if no URL is configured).
     pub async fn open(config: &Config, open: Open) -> anyhow::Result<Database> {
+        Database::open_named(config, open, EMBEDDED_DATABASE).await
+    }
+
+    /// As [`Database::open`], but on the embedded cluster uses (and creates) the database
+    /// `embedded_database` instead of `wharf` — benchmarks keep their rows out of the one
+    /// `wharf serve` uses. A configured URL is used as it is.
+    pub async fn open_named(
+        config: &Config,
+        open: Open,
+        embedded_database: &'static str,
+    ) -> anyhow::Result<Database> {
         let (options, url, cluster) = match &config.database_url {
             Some(url) => {
                 let options: PgConnectOptions = url
@@ -56,9 +75,9 @@ impl Database {
                     "embedded PostgreSQL ready"
                 );
                 let admin: PgConnectOptions = cluster.url("postgres").parse()?;
-                ensure_database(admin.clone(), EMBEDDED_DATABASE).await?;
-                let url = cluster.url(EMBEDDED_DATABASE);
-                (admin.database(EMBEDDED_DATABASE), url, Some(cluster))
+                ensure_database(admin.clone(), embedded_database).await?;
+                let url = cluster.url(embedded_database);
+                (admin.database(embedded_database), url, Some(cluster))
             }
         };
         let pool = PgPoolOptions::new()
@@ -97,7 +116,7 @@ async fn ensure_database(admin: PgConnectOptions, name: &str) -> anyhow::Result<
             .fetch_one(&mut conn)
             .await?;
     if !exists {
-        // The name is our constant, never input.
+        // The name is one of our constants, never input.
         let create = format!("CREATE DATABASE {name}");
         if let Err(e) = sqlx::raw_sql(sqlx::AssertSqlSafe(create))
             .execute(&mut conn)

@@ -68,14 +68,7 @@ pub async fn restore(config: &Config, args: RestoreArgs) -> anyhow::Result<()> {
     if !args.file.is_file() {
         bail!("{} is not a file", args.file.display());
     }
-    let db = Database::open(
-        config,
-        Open {
-            migrate: false,
-            connections_max: 2,
-        },
-    )
-    .await?;
+    let db = Database::open(config, Open::ADMIN).await?;
     let exists = wharf::verify::schema_exists(&db.pool).await?;
     if exists && !args.replace {
         db.close().await?;

@@ -15,14 +15,7 @@ pub struct VerifyArgs {
 
 /// `wharf verify`.
 pub async fn run(config: &Config, args: VerifyArgs) -> anyhow::Result<()> {
-    let db = Database::open(
-        config,
-        Open {
-            migrate: false,
-            connections_max: 2,
-        },
-    )
-    .await?;
+    let db = Database::open(config, Open::ADMIN).await?;
     let report = wharf::verify::run(&db.pool).await;
     db.close().await?;
     let report = report?;
