@@ -1,8 +1,9 @@
 //! The ingest pipeline (SPEC §3.4) behind [`Inbox::ingest`] and [`Inbox::ingest_batch`].
 //!
 //! Owns: the order of the steps and the one transaction per request. Must not know HTTP, and
-//! holds no rule of its own: the checks come from `wharf_core` (decoding, signatures, schemas),
-//! the limiters, [`super::keys::key_usable`] and [`super::decision::decide`]; the SQL from
+//! holds no rule of its own: decoding, signatures, schemas, refusals, outcomes, reasons and the
+//! cursor walk come from `wharf_core` (its `inbox` module is the one table of outcomes), key
+//! state from [`super::keys::key_usable`], limits from [`super::limiter`], SQL from
 //! [`crate::store::inbox`].
 //!
 //! Both endpoints share one path: a single envelope is a batch of one. What differs is only the
@@ -10,21 +11,24 @@
 //! validation, digests) on blocking threads, split across the machine's cores, before it takes
 //! the stream lock.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use ed25519_dalek::VerifyingKey;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use wharf_core::envelope::{Envelope, SCHEMA_VERSION, decode_envelope, is_identity};
-use wharf_core::schema::{Catalog, SchemaError};
+use wharf_core::envelope::{Envelope, decode_envelope, is_identity};
+use wharf_core::inbox::{
+    self as rules, Decision, Found, Incoming, Outcome, Refusal, StreamState, advance_cursor,
+};
+use wharf_core::schema::Catalog;
 use wharf_core::sign;
 
-use super::decision::{self, Facts, Outcome, StreamState};
 use super::keys::{KeyUse, key_usable};
 use super::limiter::retry_after_s;
 use super::response::{BatchResponse, ItemResponse, Original, Response, Status};
+use super::streams::{CURSOR_WALK_ROWS_MAX, walk_cursor};
 use super::{
     IdentityKey, Inbox, Route, SYNC_INGEST_PURPOSE, VerifiedIdentity, bump, new_correlation_id,
 };
@@ -38,25 +42,12 @@ const BLOCKING_ENVELOPES_MIN: usize = 16;
 
 /// One envelope's way through the pipeline.
 enum Item {
-    /// Refused before the stream lock (route, decoding, signature, schema).
-    Refused {
-        outcome: Outcome,
-        reason: &'static str,
-        event_id: Option<String>,
-        sequence: Option<u64>,
-    },
     /// Decoded and routed; waiting for its key.
     Decoded(Box<Envelope>),
     /// Verified and valid; waiting for the stream decision.
     Candidate(Box<Candidate>),
-    /// Decided on the stream.
-    Decided {
-        outcome: Outcome,
-        reason: &'static str,
-        event_id: String,
-        sequence: u64,
-        original: Option<Original>,
-    },
+    /// Decided: refused before the lock, or decided on the stream.
+    Done(Done),
 }
 
 struct Candidate {
@@ -65,60 +56,41 @@ struct Candidate {
     payload_text: String,
 }
 
+/// A finished item.
+struct Done {
+    decision: Decision,
+    event_id: Option<String>,
+    sequence: Option<u64>,
+    original: Option<Original>,
+}
+
 impl Item {
-    fn refused(outcome: Outcome, reason: &'static str, envelope: Option<&Envelope>) -> Item {
-        Item::Refused {
-            outcome,
-            reason,
+    fn refused(refusal: Refusal, envelope: Option<&Envelope>) -> Item {
+        Item::Done(Done {
+            decision: refusal.decision(),
             event_id: envelope.map(|e| e.event_id.clone()),
             sequence: envelope.map(|e| e.producer_sequence),
-        }
+            original: None,
+        })
     }
 
-    fn tampered(reason: &'static str, envelope: Option<&Envelope>) -> Item {
-        Item::refused(Outcome::RefuseTampered, reason, envelope)
-    }
-
-    /// (outcome, reason, event id, sequence, original) of a finished item.
-    fn answer(
-        self,
-    ) -> (
-        Outcome,
-        &'static str,
-        Option<String>,
-        Option<u64>,
-        Option<Original>,
-    ) {
+    /// The finished answer. Every item is finished before the pipeline answers; an unfinished
+    /// one would be a bug, and refusing it (without storing) is the safe answer.
+    fn done(self) -> Done {
         match self {
-            Item::Refused {
-                outcome,
-                reason,
-                event_id,
-                sequence,
-            } => (outcome, reason, event_id, sequence, None),
-            Item::Decided {
-                outcome,
-                reason,
-                event_id,
-                sequence,
-                original,
-            } => (outcome, reason, Some(event_id), Some(sequence), original),
-            // The pipeline decides every item before answering; reaching here is a bug, and
-            // refusing is the safe answer.
-            Item::Decoded(e) => (
-                Outcome::RefuseTampered,
-                "internal",
-                Some(e.event_id.clone()),
-                None,
-                None,
-            ),
-            Item::Candidate(c) => (
-                Outcome::RefuseTampered,
-                "internal",
-                Some(c.envelope.event_id.clone()),
-                None,
-                None,
-            ),
+            Item::Done(done) => done,
+            Item::Decoded(e) => Done {
+                decision: Refusal::Payload.decision(),
+                event_id: Some(e.event_id.clone()),
+                sequence: Some(e.producer_sequence),
+                original: None,
+            },
+            Item::Candidate(c) => Done {
+                decision: Refusal::Payload.decision(),
+                event_id: Some(c.envelope.event_id.clone()),
+                sequence: Some(c.envelope.producer_sequence),
+                original: None,
+            },
         }
     }
 }
@@ -135,16 +107,24 @@ fn decode_and_route(identity: &VerifiedIdentity, route: &Route, body: &[u8]) -> 
     let envelope = match decode_envelope(body) {
         Ok(envelope) => envelope,
         Err(e) => {
-            // Bounded route identities are part of the route check (SPEC §3.4 step 4).
-            let reason = match e.field() {
-                Some("tenant_id" | "project_id") => "route",
-                _ => e.reason(),
-            };
-            return Item::tampered(reason, None);
+            // The detailed reason (float, unknown-field, …) helps whoever debugs a producer; the
+            // audit keeps the pipeline's reason from the one table.
+            tracing::debug!(
+                detail = e.reason(),
+                field = e.field(),
+                "envelope refused at decoding"
+            );
+            return Item::refused(rules::refusal_for_envelope_error(&e), None);
         }
     };
-    if envelope.tenant_id != identity.tenant() || envelope.project_id != route.project {
-        return Item::tampered("route", Some(&envelope));
+    if let Err(refusal) = rules::check_route(
+        &route.tenant,
+        &route.project,
+        identity.tenant(),
+        &envelope.tenant_id,
+        &envelope.project_id,
+    ) {
+        return Item::refused(refusal, Some(&envelope));
     }
     Item::Decoded(Box::new(envelope))
 }
@@ -155,8 +135,9 @@ fn verify_and_validate(
     keys: &HashMap<String, VerifyKeyRow>,
     catalog: &Catalog,
 ) -> Item {
+    let refused = |refusal: Refusal, envelope: &Envelope| Item::refused(refusal, Some(envelope));
     let Some(key) = keys.get(&envelope.integrity.key_id) else {
-        return Item::tampered("signature-unknown-key", Some(&envelope));
+        return refused(Refusal::SignatureUnknownKey, &envelope);
     };
     match key_usable(
         &key.state,
@@ -165,42 +146,32 @@ fn verify_and_validate(
         key.now,
     ) {
         KeyUse::Usable => {}
-        KeyUse::Revoked => return Item::tampered("signature-revoked-key", Some(&envelope)),
-        KeyUse::RetiredPastWindow => {
-            return Item::tampered("signature-retired-key", Some(&envelope));
-        }
+        KeyUse::Revoked => return refused(Refusal::SignatureRevokedKey, &envelope),
+        KeyUse::RetiredPastWindow => return refused(Refusal::SignatureRetiredKey, &envelope),
     }
-    let verifying = match <[u8; 32]>::try_from(key.public_key.as_slice())
+    let Some(verifying) = <[u8; 32]>::try_from(key.public_key.as_slice())
         .ok()
         .and_then(|bytes| VerifyingKey::from_bytes(&bytes).ok())
-    {
-        Some(verifying) => verifying,
+    else {
         // The table only holds keys that parsed when added; treat a broken row as unknown.
-        None => return Item::tampered("signature-unknown-key", Some(&envelope)),
+        return refused(Refusal::SignatureUnknownKey, &envelope);
     };
     if let Err(e) = sign::verify(&envelope, &verifying) {
-        return Item::tampered(e.reason(), Some(&envelope));
+        return refused(rules::refusal_for_signature_error(&e), &envelope);
     }
-    if envelope.schema_version != SCHEMA_VERSION {
-        return Item::refused(Outcome::RefuseIncompatible, "schema", Some(&envelope));
+    if let Err(refusal) = rules::check_schema_version(envelope.schema_version) {
+        return refused(refusal, &envelope);
     }
     if let Err(e) = catalog.validate(&envelope.event_type, &envelope.payload) {
-        return match e {
-            // A type this server has no schema for is most likely a newer producer: the same
-            // envelope may be accepted once the operator adds the schema.
-            SchemaError::UnknownEventType => {
-                Item::refused(Outcome::RefuseIncompatible, "event-type", Some(&envelope))
-            }
-            _ => Item::tampered("payload", Some(&envelope)),
-        };
+        return refused(rules::refusal_for_schema_error(&e), &envelope);
     }
     let (Ok(digest), Ok(payload)) = (envelope.content_digest(), envelope.payload_canonical())
     else {
         // A decoded envelope always has a canonical form; refuse rather than panic if not.
-        return Item::tampered("malformed", Some(&envelope));
+        return refused(Refusal::Payload, &envelope);
     };
     let Ok(payload_text) = String::from_utf8(payload) else {
-        return Item::tampered("malformed", Some(&envelope));
+        return refused(Refusal::Payload, &envelope);
     };
     Item::Candidate(Box::new(Candidate {
         envelope,
@@ -250,12 +221,10 @@ struct Decided {
     acknowledged_sequence: u64,
 }
 
-/// Retained identity known to this request: from the database or accepted earlier in it.
+/// A retained identity known to this request: from the database or accepted earlier in it.
 struct Known {
-    event_id: String,
-    idempotency_key: String,
     sequence: u64,
-    digest: Vec<u8>,
+    digest: [u8; 32],
     outcome: Outcome,
     correlation_id: String,
 }
@@ -270,35 +239,41 @@ struct Retained {
 }
 
 impl Retained {
-    fn remember(&mut self, k: Known) {
+    fn remember(&mut self, event_id: String, idempotency_key: String, k: Known) {
         let index = self.known.len();
-        self.by_event_id.insert(k.event_id.clone(), index);
-        self.by_key.insert(k.idempotency_key.clone(), index);
+        self.by_event_id.insert(event_id, index);
+        self.by_key.insert(idempotency_key, index);
         self.by_sequence.insert(k.sequence, index);
         self.known.push(k);
     }
 
-    fn by_event_id(&self, event_id: &str) -> Option<&Known> {
-        self.by_event_id.get(event_id).map(|&i| &self.known[i])
+    fn get(&self, index: Option<&usize>) -> Option<&Known> {
+        index.map(|&i| &self.known[i])
     }
 
-    fn by_key(&self, key: &str) -> Option<&Known> {
-        self.by_key.get(key).map(|&i| &self.known[i])
-    }
-
-    fn by_sequence(&self, sequence: u64) -> Option<&Known> {
-        self.by_sequence.get(&sequence).map(|&i| &self.known[i])
-    }
-}
-
-impl Known {
-    fn facts(&self) -> Facts<'_> {
-        Facts {
-            event_id: &self.event_id,
-            idempotency_key: &self.idempotency_key,
-            sequence: self.sequence,
-            digest: &self.digest,
+    /// What the decision needs to know about `e`'s three identities.
+    fn found(&self, e: &Envelope) -> Found {
+        let retained = |k: &Known| rules::Retained {
+            content_digest: k.digest,
+            producer_sequence: k.sequence,
+        };
+        Found {
+            by_event_id: self.get(self.by_event_id.get(&e.event_id)).map(retained),
+            by_idempotency_key: self.get(self.by_key.get(&e.idempotency_key)).map(retained),
+            by_sequence: self
+                .get(self.by_sequence.get(&e.producer_sequence))
+                .map(|k| k.digest),
         }
+    }
+
+    /// The acceptance a duplicate of `e` repeats (same content ⇒ same event id).
+    fn original(&self, e: &Envelope) -> Option<Original> {
+        self.get(self.by_event_id.get(&e.event_id))
+            .or_else(|| self.get(self.by_key.get(&e.idempotency_key)))
+            .map(|k| Original {
+                outcome: k.outcome,
+                correlation_id: k.correlation_id.clone(),
+            })
     }
 }
 
@@ -325,16 +300,19 @@ impl Inbox {
             .await
         {
             Ok(decided) => {
-                let item = decided.items.into_iter().next().map(Item::answer);
-                let (outcome, reason, _, _, original) =
-                    item.unwrap_or((Outcome::RefuseTampered, "internal", None, None, None));
+                let done = decided
+                    .items
+                    .into_iter()
+                    .next()
+                    .map(Item::done)
+                    .unwrap_or_else(|| Item::refused(Refusal::Payload, None).done());
                 Response {
-                    status: Status::Outcome(outcome),
-                    reason,
+                    status: Status::Outcome(done.decision.outcome),
+                    reason: done.decision.response_reason(),
                     correlation_id,
                     acknowledged_sequence: Some(decided.acknowledged_sequence),
                     retry_after_s: None,
-                    original,
+                    original: done.original,
                 }
             }
             Err(e) => self.unavailable(e, correlation_id),
@@ -373,17 +351,18 @@ impl Inbox {
                 if batch.envelopes.is_empty()
                     || batch.envelopes.len() > self.config.batch_envelopes_max =>
             {
-                Err("bounds")
+                Err(Refusal::Payload)
             }
             Ok(batch) => Ok(batch.envelopes),
-            Err(_) => Err("malformed"),
+            Err(_) => Err(Refusal::Payload),
         };
         let bodies = match bodies {
             Ok(bodies) => bodies,
-            Err(reason) => {
-                // An authenticated request that is not a list of envelopes is one refused
-                // decision: audited once, nothing else written.
-                let item = Item::tampered(reason, None);
+            Err(refusal) => {
+                // An authenticated request that is not a bounded list of envelopes is one
+                // refused decision: audited once, nothing else written.
+                let decision = refusal.decision();
+                let item = Item::refused(refusal, None);
                 return match self
                     .audit_only(&identity, &route, vec![item], &correlation_id)
                     .await
@@ -391,8 +370,8 @@ impl Inbox {
                     Ok(decided) => whole(Response {
                         acknowledged_sequence: Some(decided.acknowledged_sequence),
                         ..Response::bare(
-                            Status::Outcome(Outcome::RefuseTampered),
-                            reason,
+                            Status::Outcome(decision.outcome),
+                            decision.response_reason(),
                             correlation_id,
                         )
                     }),
@@ -421,15 +400,14 @@ impl Inbox {
                     .into_iter()
                     .enumerate()
                     .map(|(index, item)| {
-                        let (outcome, reason, event_id, producer_sequence, original) =
-                            item.answer();
+                        let done = item.done();
                         ItemResponse {
                             index,
-                            outcome,
-                            reason,
-                            event_id,
-                            producer_sequence,
-                            original,
+                            outcome: done.decision.outcome,
+                            reason: done.decision.response_reason(),
+                            event_id: done.event_id,
+                            producer_sequence: done.sequence,
+                            original: done.original,
                         }
                     })
                     .collect(),
@@ -505,7 +483,7 @@ impl Inbox {
         } else {
             bodies
                 .iter()
-                .map(|_| Item::tampered("route", None))
+                .map(|_| Item::refused(Refusal::Route, None))
                 .collect()
         };
 
@@ -575,22 +553,15 @@ impl Inbox {
     fn audit_rows(items: &[Item], correlation_id: &str) -> AuditBatch {
         let mut audit = AuditBatch::default();
         for item in items {
-            let (outcome, reason, event_id, sequence) = match item {
-                Item::Refused {
-                    outcome,
-                    reason,
-                    event_id,
-                    sequence,
-                } => (*outcome, *reason, event_id.as_deref(), *sequence),
-                Item::Decided {
-                    outcome,
-                    reason,
-                    event_id,
-                    sequence,
-                    ..
-                } => (*outcome, *reason, Some(event_id.as_str()), Some(*sequence)),
-                Item::Decoded(_) | Item::Candidate(_) => continue,
+            let Item::Done(done) = item else {
+                continue;
             };
+            let (outcome, reason, event_id, sequence) = (
+                done.decision.outcome,
+                done.decision.reason,
+                done.event_id.as_deref(),
+                done.sequence,
+            );
             audit
                 .event_id_sha256
                 .push(event_id.map(wharf_core::envelope::event_id_digest_hex));
@@ -644,10 +615,23 @@ impl Inbox {
                     .ok_or(sqlx::Error::RowNotFound)?
             }
         };
-        let state = StreamState {
-            cursor: stream.acknowledged_sequence,
-            floor: stream.replay_floor,
+        // The running state: the cursor advances as this request's accepts close gaps, so each
+        // envelope is decided against the stream as it stands after the ones before it.
+        let mut state = StreamState {
+            acknowledged_sequence: stream.acknowledged_sequence,
+            replay_floor: stream.replay_floor,
         };
+        let ahead = store::stream_ahead(
+            &mut *tx,
+            stream.stream_id,
+            stream.acknowledged_sequence,
+            CURSOR_WALK_ROWS_MAX,
+        )
+        .await?;
+        // A full read may stop short of the run's end; the cursor is then walked again in the
+        // database after the inserts.
+        let ahead_truncated = ahead.len() as i64 == CURSOR_WALK_ROWS_MAX;
+        let mut pending: BTreeSet<u64> = ahead.into_iter().collect();
 
         let (event_ids, idempotency_keys, sequences) = {
             let mut event_ids = Vec::new();
@@ -673,15 +657,25 @@ impl Inbox {
 
         let mut retained_set = Retained::default();
         for row in retained {
-            let outcome = Outcome::parse(&row.outcome).unwrap_or(Outcome::AcceptDelayed);
-            retained_set.remember(Known {
-                event_id: row.event_id,
-                idempotency_key: row.idempotency_key,
-                sequence: row.producer_sequence,
-                digest: row.content_sha256,
-                outcome,
-                correlation_id: row.correlation_id,
-            });
+            // The table's CHECKs guarantee both; a row that broke them must not be matched as a
+            // duplicate of anything, so it is skipped (and the insert would then fail loudly on
+            // the unique constraints rather than silently accept).
+            let (Ok(outcome), Ok(digest)) = (
+                row.outcome.parse::<Outcome>(),
+                <[u8; 32]>::try_from(row.content_sha256.as_slice()),
+            ) else {
+                continue;
+            };
+            retained_set.remember(
+                row.event_id,
+                row.idempotency_key,
+                Known {
+                    sequence: row.producer_sequence,
+                    digest,
+                    outcome,
+                    correlation_id: row.correlation_id,
+                },
+            );
         }
 
         let mut accepted = IdentityBatch::default();
@@ -690,66 +684,67 @@ impl Inbox {
                 continue;
             };
             let e = &candidate.envelope;
-            let incoming = Facts {
-                event_id: &e.event_id,
-                idempotency_key: &e.idempotency_key,
-                sequence: e.producer_sequence,
-                digest: &candidate.digest,
+            let incoming = Incoming {
+                producer_sequence: e.producer_sequence,
+                content_digest: candidate.digest,
             };
-            let d = decision::decide(
-                state,
-                incoming,
-                retained_set.by_event_id(&e.event_id).map(Known::facts),
-                retained_set.by_key(&e.idempotency_key).map(Known::facts),
-                retained_set
-                    .by_sequence(e.producer_sequence)
-                    .map(Known::facts),
-            );
-            let original = d
-                .duplicate_of
-                .and_then(|dup| retained_set.by_event_id(dup.event_id))
-                .map(|k| Original {
-                    outcome: k.outcome,
-                    correlation_id: k.correlation_id.clone(),
-                });
-            let (outcome, reason) = (d.outcome, d.reason);
-            if outcome.is_accept() {
+            let decision = rules::decide(&state, &incoming, &retained_set.found(e));
+            let original = (decision.outcome == Outcome::IgnoreDuplicate)
+                .then(|| retained_set.original(e))
+                .flatten();
+            if decision.store {
                 accepted.event_id.push(e.event_id.clone());
                 accepted.idempotency_key.push(e.idempotency_key.clone());
                 accepted.producer_sequence.push(e.producer_sequence);
                 accepted.content_sha256.push(candidate.digest.to_vec());
                 accepted.event_type.push(e.event_type.clone());
                 accepted.key_id.push(e.integrity.key_id.clone());
-                accepted.outcome.push(outcome.as_str());
+                accepted.outcome.push(decision.outcome.as_str());
                 accepted.correlation_id.push(correlation_id.to_owned());
                 accepted.occurred_at.push(e.occurred_at.clone());
                 accepted
                     .payload
                     .push(std::mem::take(&mut candidate.payload_text));
-                retained_set.remember(Known {
-                    event_id: e.event_id.clone(),
-                    idempotency_key: e.idempotency_key.clone(),
-                    sequence: e.producer_sequence,
-                    digest: candidate.digest.to_vec(),
-                    outcome,
-                    correlation_id: correlation_id.to_owned(),
-                });
+                retained_set.remember(
+                    e.event_id.clone(),
+                    e.idempotency_key.clone(),
+                    Known {
+                        sequence: e.producer_sequence,
+                        digest: candidate.digest,
+                        outcome: decision.outcome,
+                        correlation_id: correlation_id.to_owned(),
+                    },
+                );
+                if e.producer_sequence > state.acknowledged_sequence {
+                    pending.insert(e.producer_sequence);
+                    if Some(e.producer_sequence) == state.acknowledged_sequence.checked_add(1) {
+                        let run: Vec<u64> = pending.iter().copied().collect();
+                        state.acknowledged_sequence =
+                            advance_cursor(state.acknowledged_sequence, &run);
+                        // Keep only what is still ahead, so each walk costs what is pending.
+                        pending = pending.split_off(&state.acknowledged_sequence.saturating_add(1));
+                    }
+                }
             }
-            *item = Item::Decided {
-                outcome,
-                reason,
-                event_id: e.event_id.clone(),
-                sequence: e.producer_sequence,
+            *item = Item::Done(Done {
+                decision,
+                event_id: Some(e.event_id.clone()),
+                sequence: Some(e.producer_sequence),
                 original,
-            };
+            });
         }
 
-        let acknowledged_sequence = if accepted.is_empty() {
-            stream.acknowledged_sequence
-        } else {
+        let mut acknowledged_sequence = state.acknowledged_sequence;
+        if !accepted.is_empty() {
             store::identities_insert(&mut *tx, stream.stream_id, &accepted).await?;
-            store::stream_walk_cursor(&mut *tx, stream.stream_id).await?
-        };
+            if ahead_truncated {
+                acknowledged_sequence =
+                    walk_cursor(&mut tx, stream.stream_id, acknowledged_sequence).await?;
+            }
+            if acknowledged_sequence != stream.acknowledged_sequence {
+                store::stream_set_cursor(&mut *tx, stream.stream_id, acknowledged_sequence).await?;
+            }
+        }
         let audit = Self::audit_rows(&items, correlation_id);
         bump(&self.counters.audit_writes);
         store::audit_insert(&mut *tx, Self::audit_scope(identity, route), &audit).await?;

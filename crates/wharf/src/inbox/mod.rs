@@ -13,7 +13,8 @@
 //! 5. keys in the verified (tenant, project) scope only, strict Ed25519 verification;
 //! 6. `schema_version == 1`, closed payload schema;
 //! 7. lock the stream (tenant, project, producer = device or account) and decide
-//!    ([`decision`]) against retained identities, the replay floor and the cursor;
+//!    (`wharf_core::inbox::decide`) against retained identities, the replay floor and the
+//!    cursor;
 //! 8. commit identities + payloads + cursor walk + redacted audit in one transaction, then
 //!    answer. Any database failure answers 503 with nothing acknowledged.
 //!
@@ -22,14 +23,11 @@
 //!
 //! # Reasons
 //!
-//! Every decided answer carries a stable reason: `accepted`, `skipped-sequence`, `duplicate`,
-//! `below-floor`, `route`, `signature-unknown-key`, `signature-revoked-key`,
-//! `signature-retired-key`, `signature-invalid`, `signature-algorithm`, `signature-encoding`,
-//! `schema`, `event-type`, `payload`, `event-id-conflict`, `idempotency-key-conflict`,
-//! `sequence-conflict`, and the decoder's `malformed`, `unknown-field`, `missing-field`,
-//! `duplicate-key`, `float`, `integer-range`, `identity`, `bounds`, `timestamp`. Whole-request
-//! answers use `body-too-large`, `peer-limited`, `identity-limited`, `unauthenticated` and
-//! `database`.
+//! Outcomes and reasons come from one table, `wharf_core::inbox` (its `reason` module lists
+//! them). The audit records the exact reason; a response folds the `signature-*` family into
+//! `signature`, as SPEC §3.4 asks for distinct *audit* reasons only and a producer gains nothing
+//! from learning which of its keys exist. Whole-request answers use `body-too-large`,
+//! `peer-limited`, `identity-limited`, `unauthenticated` and `database`.
 //!
 //! # Quick start (server side)
 //!
@@ -53,7 +51,6 @@
 //! `wharf-http`.
 
 mod credentials;
-pub mod decision;
 mod error;
 mod ingest;
 mod keys;
@@ -73,7 +70,6 @@ pub use credentials::{
     CredentialInfo, IssuedCredential, TOKEN_PREFIX, VerifiedIdentity, authenticate, create_tenant,
     issue_credential, list_credentials, list_tenants, revoke_credential,
 };
-pub use decision::Outcome;
 pub use error::InboxError;
 pub use keys::{
     GeneratedKey, KEY_REPLAY_WINDOW_DEFAULT_S, KeyInfo, KeyUse, add_key, generate_key, key_usable,
@@ -85,6 +81,7 @@ pub use retention::{
     PAYLOAD_RETENTION_DEFAULT, RETENTION_BATCH_MAX, delete_expired_payloads, run_retention,
 };
 pub use streams::{Producer, StreamChange, StreamId, StreamInfo};
+pub use wharf_core::inbox::Outcome;
 
 use crate::core::envelope::ENVELOPE_BYTES_MAX;
 use crate::core::schema::Catalog;

@@ -5,7 +5,7 @@
 //! Must not know HTTP types: status codes are plain `u16`, so the library does not depend on a
 //! web framework.
 
-use super::decision::Outcome;
+use wharf_core::inbox::Outcome;
 
 /// What happened to a request as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +79,9 @@ pub struct Original {
 pub struct Response {
     /// What happened.
     pub status: Status,
-    /// The stable reason (see the module docs of [`super`] for the list).
+    /// The stable reason: one of `wharf_core::inbox::reason` for a decided envelope (the
+    /// `signature-*` family folded into `signature`, which the audit keeps distinct), or
+    /// `body-too-large`, `peer-limited`, `identity-limited`, `unauthenticated`, `database`.
     pub reason: &'static str,
     /// This request's correlation id (also in its audit row).
     pub correlation_id: String,
@@ -107,12 +109,7 @@ impl Response {
     /// Whether the envelope is now durably held (accepted now or before): the producer may
     /// forget it.
     pub fn is_acknowledged(&self) -> bool {
-        matches!(
-            self.status,
-            Status::Outcome(
-                Outcome::AcceptDelayed | Outcome::AcceptReordered | Outcome::IgnoreDuplicate
-            )
-        )
+        self.status.outcome().is_some_and(Outcome::is_acknowledged)
     }
 }
 

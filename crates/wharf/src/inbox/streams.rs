@@ -7,6 +7,7 @@
 //! operator action and an ingest on one stream are serialised by the same `FOR UPDATE`.
 
 use sqlx::PgConnection;
+use wharf_core::inbox::advance_cursor;
 
 use super::error::InboxError;
 use crate::core::envelope::is_identity;
@@ -14,6 +15,9 @@ use crate::store::inbox::{self as store, OperatorAudit, StreamKey};
 
 /// Most streams one `show` returns. A project with more producers is listed by producer.
 pub const STREAMS_SHOWN_MAX: i64 = 1000;
+/// Most retained sequences one read of the cursor walk fetches. A walk longer than this (a gap
+/// closing after more than 10,000 retained envelopes) reads again, so memory stays bounded.
+pub const CURSOR_WALK_ROWS_MAX: i64 = 10_000;
 /// Longest operator reason recorded in the audit.
 pub const OPERATOR_REASON_BYTES_MAX: usize = 256;
 
@@ -101,6 +105,28 @@ fn correlation_id() -> String {
     super::new_correlation_id()
 }
 
+/// Where a locked stream's cursor gets to from `cursor` through every retained sequence now
+/// contiguous with it. The rule is `wharf_core::inbox::advance_cursor`; this only feeds it
+/// bounded reads. Stores nothing: the caller sets the cursor it decided on.
+pub(crate) async fn walk_cursor(
+    conn: &mut PgConnection,
+    stream_id: i64,
+    cursor: u64,
+) -> Result<u64, sqlx::Error> {
+    let mut walked = cursor;
+    loop {
+        let ahead =
+            store::stream_ahead(&mut *conn, stream_id, walked, CURSOR_WALK_ROWS_MAX).await?;
+        let next = advance_cursor(walked, &ahead);
+        // Read again only when the whole read was contiguous: the run may continue beyond it.
+        let again = ahead.len() as i64 == CURSOR_WALK_ROWS_MAX && ahead.last() == Some(&next);
+        walked = next;
+        if !again {
+            return Ok(walked);
+        }
+    }
+}
+
 /// The streams of (tenant, project), or only `producer`'s.
 pub async fn show(
     conn: &mut PgConnection,
@@ -141,8 +167,8 @@ pub async fn skip(
             row.acknowledged_sequence
         )));
     }
-    store::stream_set_cursor(&mut *conn, row.stream_id, to).await?;
-    let after = store::stream_walk_cursor(&mut *conn, row.stream_id).await?;
+    let after = walk_cursor(&mut *conn, row.stream_id, to).await?;
+    store::stream_set_cursor(&mut *conn, row.stream_id, after).await?;
     store::audit_insert_operator(
         &mut *conn,
         OperatorAudit {

@@ -491,16 +491,20 @@ pub async fn stream_insert<'e>(
     Ok(())
 }
 
-/// `stream_walk_cursor.sql`: the cursor after walking through contiguous retained sequences.
-pub async fn stream_walk_cursor<'e>(
+/// `stream_ahead.sql`: retained sequences in `cursor+1 ..= cursor+rows_max`, ascending.
+pub async fn stream_ahead<'e>(
     ex: impl PgExecutor<'e>,
     stream_id: i64,
-) -> Result<u64, sqlx::Error> {
-    let text: String = sqlx::query_scalar(include_str!("../../sql/inbox/stream_walk_cursor.sql"))
+    cursor: u64,
+    rows_max: i64,
+) -> Result<Vec<u64>, sqlx::Error> {
+    let rows: Vec<String> = sqlx::query_scalar(include_str!("../../sql/inbox/stream_ahead.sql"))
         .bind(stream_id)
-        .fetch_one(ex)
+        .bind(cursor.to_string())
+        .bind(rows_max)
+        .fetch_all(ex)
         .await?;
-    seq(&text)
+    rows.iter().map(|text| seq(text)).collect()
 }
 
 /// `stream_set_cursor.sql`.

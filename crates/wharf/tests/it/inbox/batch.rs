@@ -44,10 +44,13 @@ async fn a_shuffled_batch_is_decided_in_one_transaction() {
     assert_eq!(answer.items.len(), 303);
     for (i, item) in answer.items.iter().enumerate().take(300) {
         assert_eq!(item.index, i);
-        assert_eq!(
-            (item.outcome, item.reason),
-            (Outcome::AcceptDelayed, "accepted"),
-            "{i}"
+        assert_eq!(item.outcome, Outcome::AcceptDelayed, "{i}");
+        // Decided in request order against the running cursor: the next sequence is in order,
+        // anything beyond a gap is a gap.
+        assert!(
+            matches!(item.reason, "in-order" | "gap"),
+            "{i}: {}",
+            item.reason
         );
         assert_eq!(item.producer_sequence, Some(seqs[i]));
     }
@@ -60,8 +63,14 @@ async fn a_shuffled_batch_is_decided_in_one_transaction() {
         dup.original.as_ref().unwrap().correlation_id,
         answer.head.correlation_id
     );
-    assert_eq!(answer.items[301].reason, "event-id-conflict");
-    assert_eq!(answer.items[302].reason, "signature-invalid");
+    assert_eq!(answer.items[301].reason, "identity-conflict");
+    assert_eq!(answer.items[302].reason, "signature");
+    // Ordered: the first item is in order when it is sequence 1, and the cursor ran to 300.
+    let in_order = answer.items[..300]
+        .iter()
+        .filter(|i| i.reason == "in-order")
+        .count();
+    assert!(in_order >= 1);
 
     let counts = fx.counts().await;
     assert_eq!(
@@ -94,9 +103,9 @@ async fn a_shuffled_batch_is_decided_in_one_transaction() {
 async fn a_batch_that_is_not_a_list_of_envelopes_is_one_refusal() {
     let fx = Fx::new().await;
     for (body, reason) in [
-        (b"[]".to_vec(), "malformed"),
-        (b"{\"envelopes\": [], \"x\": 1}".to_vec(), "malformed"),
-        (b"{\"envelopes\": []}".to_vec(), "bounds"),
+        (b"[]".to_vec(), "payload"),
+        (b"{\"envelopes\": [], \"x\": 1}".to_vec(), "payload"),
+        (b"{\"envelopes\": []}".to_vec(), "payload"),
     ] {
         let before = fx.counts().await;
         let answer = send_batch(&fx, &body).await;
@@ -108,6 +117,19 @@ async fn a_batch_that_is_not_a_list_of_envelopes_is_one_refusal() {
         assert_eq!(fx.counts().await, before.audited(1));
     }
     let too_many = batch_body(&vec![fx.body(1); 1001]);
-    assert_eq!(send_batch(&fx, &too_many).await.head.reason, "bounds");
+    assert_eq!(send_batch(&fx, &too_many).await.head.reason, "payload");
     assert_eq!(fx.counts().await.identities, 0);
+}
+
+#[tokio::test]
+async fn a_batch_in_order_walks_the_cursor_item_by_item() {
+    let fx = Fx::new().await;
+    // 3 is retained beyond a gap; the batch fills 2 (in order), then 4 continues the run.
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+    assert_eq!(fx.send(&fx.body(3)).await.reason, "gap");
+    let answer = send_batch(&fx, &batch_body(&[fx.body(2), fx.body(4), fx.body(6)])).await;
+    let reasons: Vec<&str> = answer.items.iter().map(|i| i.reason).collect();
+    assert_eq!(reasons, vec!["in-order", "in-order", "gap"]);
+    assert_eq!(answer.head.acknowledged_sequence, Some(4));
+    assert_eq!(fx.cursor().await.0, 4);
 }

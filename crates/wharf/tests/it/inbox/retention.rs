@@ -70,13 +70,13 @@ async fn retention_deletes_only_payloads_in_bounded_batches() {
         (answer.status, answer.reason),
         (
             Status::Outcome(Outcome::RefuseTampered),
-            "event-id-conflict"
+            "identity-conflict"
         )
     );
     let mut reused_key = fx.envelope(40);
     reused_key.idempotency_key = "k-3".into();
     let answer = fx.send(&fx.signed(&reused_key)).await;
-    assert_eq!(answer.reason, "idempotency-key-conflict");
+    assert_eq!(answer.reason, "identity-conflict");
     assert_eq!(fx.counts().await.identities, 25);
 }
 
