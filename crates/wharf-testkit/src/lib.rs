@@ -14,6 +14,8 @@
 //!
 //! Must not know: any table. It only creates databases and runs wharf's migrations.
 
+pub mod conformance;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 

@@ -1,1 +1,59 @@
-//! The outbox (placeholder, filled by the outbox work).
+//! The outbox: record an effect on the outside world in the same transaction as the change that
+//! causes it, and carry it out later, exactly as the lifecycle allows (SPEC §2).
+//!
+//! ```text
+//! application tx ──enqueue──▶ wharf.action (PROPOSED/ADMITTED)
+//!                                  │ claim: due lane heads, FOR UPDATE SKIP LOCKED, epoch+1, lease
+//!                                  ▼
+//!                 Executor ──Attempt──▶ Adapter::execute ──fence().begin_write()──▶ provider
+//!                                  │ complete, fenced by (id, epoch)
+//!                                  ▼
+//!                DONE / UNCERTAIN / FAILED / CANCELLED, or ADMITTED again (retry, defer)
+//! ```
+//!
+//! - [`enqueue`] / [`enqueue_many`] take the caller's connection or transaction; every field is
+//!   validated first ([`ActionRequest`]), idempotency is by key plus content digest.
+//! - [`Registry`] maps kinds to [`Adapter`]s; [`KindSpec`] declares at-most-once and
+//!   instance-level, which are copied onto each row.
+//! - [`Executor`] claims, runs and records; [`Executor::drain`] is for tests and `wharf drain`.
+//! - [`Attempt`] is what an adapter gets; only the executor can build one, so only the
+//!   executor can call an adapter. [`Fence::begin_write`] is the last check before a provider
+//!   call.
+//! - [`admit`], [`refuse`], [`get`], [`erase_subject`], [`delete_ended_before`] for operators.
+//!
+//! The lifecycle itself (states, the one transition table, stop reasons) is
+//! `wharf_core::action`; the database's guard trigger mirrors it. Time is always the
+//! database's clock; functions ending in `_at` take a `now` that replaces it, for tests.
+//!
+//! Must not know: any provider (adapters live with the effects they own), HTTP, or the CLI.
+
+mod attempt;
+mod decide;
+mod error;
+mod executor;
+mod kind;
+pub mod metrics;
+mod ops;
+mod request;
+
+pub use attempt::{Attempt, Fence, FenceRefused};
+pub use decide::{DEFER_MS_MAX, READBACK_REF_BYTES_MAX};
+pub use error::Error;
+pub use executor::{
+    CLAIM_BATCH_LIMIT, DrainReport, Executor, ExecutorConfig, NOTIFY_CHANNEL, SweepReport,
+};
+pub use kind::{
+    ATTEMPTS_MAX, Adapter, BACKOFF_CAP_MS_MAX, CALL_TIMEOUT_MS_MAX, ClaimBudget, ErrorCode,
+    InvalidErrorCode, KindSpec, NAME_BYTES_MAX, Outcome, PAYLOAD_BYTES_LIMIT,
+    PAYLOAD_BYTES_MAX_DEFAULT, Registry,
+};
+pub use ops::{
+    ActionView, ENQUEUE_BATCH_MAX, Enqueued, admit, delete_ended_before, enqueue, enqueue_many,
+    erase_subject, get, refuse,
+};
+pub use request::{
+    ActionRequest, IDEMPOTENCY_KEY_BYTES_MAX, LANE_KEY_BYTES_MAX, PAYLOAD_DEPTH_MAX,
+    SCOPE_BYTES_MAX, canonical_payload, content_digest,
+};
+pub use wharf_core::action::{ActionState, StopReason};
+pub use wharf_core::backoff::Backoff;

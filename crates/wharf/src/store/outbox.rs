@@ -1,1 +1,425 @@
-//! Outbox statements (placeholder, filled by the outbox work).
+//! Outbox statements: every SQL statement the outbox runs, one `.sql` file each under
+//! `sql/outbox/`, each called from one small function here.
+//!
+//! Owns: statement text, parameter binding and row shapes. Must not know: what a result means.
+//! The callers in [`crate::outbox`] decide (with `wharf-core`) which state to write, and read the
+//! returned rows; nothing here chooses a state, a delay or a stop reason.
+//!
+//! Every function that needs "now" takes `now: Option<DateTime<Utc>>`; `None` is the database
+//! clock, which is what production uses. Tests pass a time to move the clock.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{PgConnection, PgExecutor};
+
+/// One row to insert, with every value already validated and decided.
+#[derive(Debug, Clone)]
+pub struct NewActionRow {
+    /// Registered kind name.
+    pub kind: String,
+    /// Tenant scope (NULL only for an instance-level kind).
+    pub tenant_id: Option<String>,
+    /// Project scope.
+    pub project_id: Option<String>,
+    /// Lane key.
+    pub lane_key: String,
+    /// Idempotency key.
+    pub idempotency_key: String,
+    /// SHA-256 content digest (32 bytes).
+    pub content_digest: Vec<u8>,
+    /// Copied from the kind.
+    pub at_most_once: bool,
+    /// Copied from the kind.
+    pub instance_level: bool,
+    /// `PROPOSED` or `ADMITTED`.
+    pub state: &'static str,
+    /// Attempts allowed.
+    pub max_attempts: i32,
+    /// The payload.
+    pub payload: Value,
+    /// Subject account, for erasure.
+    pub subject_account_id: Option<String>,
+    /// Not due before; `None` is the database clock at insert.
+    pub run_at: Option<DateTime<Utc>>,
+    /// Expiry of an unstarted action.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// An inserted row: its id and key.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct InsertedRow {
+    /// New action id.
+    pub id: i64,
+    /// Its idempotency key.
+    pub idempotency_key: String,
+}
+
+/// An existing row found by idempotency key.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct KeyedRow {
+    /// Action id.
+    pub id: i64,
+    /// Its idempotency key.
+    pub idempotency_key: String,
+    /// Its content digest.
+    pub content_digest: Vec<u8>,
+}
+
+/// Inserts a batch in one statement (`enqueue.sql`). Rows whose key exists are skipped; when
+/// any key exists with another digest, nothing is inserted. Returns the inserted rows.
+pub async fn insert_actions(
+    conn: &mut PgConnection,
+    rows: &[NewActionRow],
+    notify: bool,
+) -> Result<Vec<InsertedRow>, sqlx::Error> {
+    let mut kind = Vec::with_capacity(rows.len());
+    let mut tenant = Vec::with_capacity(rows.len());
+    let mut project = Vec::with_capacity(rows.len());
+    let mut lane = Vec::with_capacity(rows.len());
+    let mut key = Vec::with_capacity(rows.len());
+    let mut digest = Vec::with_capacity(rows.len());
+    let mut amo = Vec::with_capacity(rows.len());
+    let mut instance = Vec::with_capacity(rows.len());
+    let mut state = Vec::with_capacity(rows.len());
+    let mut max_attempts = Vec::with_capacity(rows.len());
+    let mut payload = Vec::with_capacity(rows.len());
+    let mut subject = Vec::with_capacity(rows.len());
+    let mut run_at = Vec::with_capacity(rows.len());
+    let mut expires_at = Vec::with_capacity(rows.len());
+    for r in rows {
+        kind.push(r.kind.as_str());
+        tenant.push(r.tenant_id.as_deref());
+        project.push(r.project_id.as_deref());
+        lane.push(r.lane_key.as_str());
+        key.push(r.idempotency_key.as_str());
+        digest.push(r.content_digest.as_slice());
+        amo.push(r.at_most_once);
+        instance.push(r.instance_level);
+        state.push(r.state);
+        max_attempts.push(r.max_attempts);
+        payload.push(&r.payload);
+        subject.push(r.subject_account_id.as_deref());
+        run_at.push(r.run_at);
+        expires_at.push(r.expires_at);
+    }
+    sqlx::query_as(include_str!("../../sql/outbox/enqueue.sql"))
+        .bind(kind)
+        .bind(tenant)
+        .bind(project)
+        .bind(lane)
+        .bind(key)
+        .bind(digest)
+        .bind(amo)
+        .bind(instance)
+        .bind(state)
+        .bind(max_attempts)
+        .bind(payload)
+        .bind(subject)
+        .bind(run_at)
+        .bind(expires_at)
+        .bind(notify)
+        .fetch_all(conn)
+        .await
+        .map(|rows: Vec<(i64, String, i64)>| {
+            rows.into_iter()
+                .map(|(id, idempotency_key, _woken)| InsertedRow {
+                    id,
+                    idempotency_key,
+                })
+                .collect()
+        })
+}
+
+/// Existing actions by idempotency key (`find_by_keys.sql`).
+pub async fn find_by_keys<'c>(
+    executor: impl PgExecutor<'c>,
+    keys: &[&str],
+) -> Result<Vec<KeyedRow>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/outbox/find_by_keys.sql"))
+        .bind(keys)
+        .fetch_all(executor)
+        .await
+}
+
+/// PROPOSED -> ADMITTED (`admit.sql`). False when the action is not PROPOSED.
+pub async fn admit<'c>(executor: impl PgExecutor<'c>, id: i64) -> Result<bool, sqlx::Error> {
+    let row: Option<(i64,)> = sqlx::query_as(include_str!("../../sql/outbox/admit.sql"))
+        .bind(id)
+        .fetch_optional(executor)
+        .await?;
+    Ok(row.is_some())
+}
+
+/// PROPOSED -> CANCELLED / REFUSED (`refuse.sql`). False when the action is not PROPOSED.
+pub async fn refuse<'c>(executor: impl PgExecutor<'c>, id: i64) -> Result<bool, sqlx::Error> {
+    let row: Option<(i64,)> = sqlx::query_as(include_str!("../../sql/outbox/refuse.sql"))
+        .bind(id)
+        .fetch_optional(executor)
+        .await?;
+    Ok(row.is_some())
+}
+
+/// A whole action row, as `get.sql` returns it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ActionRow {
+    pub id: i64,
+    pub kind: String,
+    pub tenant_id: Option<String>,
+    pub project_id: Option<String>,
+    pub lane_key: String,
+    pub idempotency_key: String,
+    pub content_digest: Vec<u8>,
+    pub at_most_once: bool,
+    pub instance_level: bool,
+    pub state: String,
+    pub stop_reason: Option<String>,
+    pub epoch: i64,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub payload: Option<Value>,
+    pub subject_account_id: Option<String>,
+    pub run_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub write_started_at: Option<DateTime<Utc>>,
+    pub readback_ref: Option<String>,
+    pub error_code: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+/// One action by id (`get.sql`).
+pub async fn get<'c>(
+    executor: impl PgExecutor<'c>,
+    id: i64,
+) -> Result<Option<ActionRow>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/outbox/get.sql"))
+        .bind(id)
+        .fetch_optional(executor)
+        .await
+}
+
+/// A claimed action, as `claim.sql` returns it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ClaimedRow {
+    pub id: i64,
+    pub kind: String,
+    pub tenant_id: Option<String>,
+    pub project_id: Option<String>,
+    pub lane_key: String,
+    pub idempotency_key: String,
+    pub payload: Option<Value>,
+    pub subject_account_id: Option<String>,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub epoch: i64,
+    pub write_started: bool,
+    pub at_most_once: bool,
+}
+
+/// Claims due lane heads and expired leases (`claim.sql`).
+pub async fn claim<'c>(
+    executor: impl PgExecutor<'c>,
+    count_max: u32,
+    lease_ms: u64,
+    now: Option<DateTime<Utc>>,
+    kinds: &[&str],
+    scan_max: u32,
+) -> Result<Vec<ClaimedRow>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/outbox/claim.sql"))
+        .bind(i32::try_from(count_max).unwrap_or(i32::MAX))
+        .bind(i64::try_from(lease_ms).unwrap_or(i64::MAX))
+        .bind(now)
+        .bind(kinds)
+        .bind(i32::try_from(scan_max).unwrap_or(i32::MAX))
+        .fetch_all(executor)
+        .await
+}
+
+/// Demotes head hints of rows waiting behind an earlier unstarted row (`demote.sql`).
+pub async fn demote<'c>(
+    executor: impl PgExecutor<'c>,
+    scan_max: u32,
+    now: Option<DateTime<Utc>>,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(include_str!("../../sql/outbox/demote.sql"))
+        .bind(i32::try_from(scan_max).unwrap_or(i32::MAX))
+        .bind(now)
+        .execute(executor)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+/// The fence (`begin_write.sql`). True when the write may start.
+pub async fn begin_write<'c>(
+    executor: impl PgExecutor<'c>,
+    id: i64,
+    epoch: i64,
+    fence_margin_ms: u64,
+    now: Option<DateTime<Utc>>,
+) -> Result<bool, sqlx::Error> {
+    let row: Option<(i64,)> = sqlx::query_as(include_str!("../../sql/outbox/begin_write.sql"))
+        .bind(id)
+        .bind(epoch)
+        .bind(i64::try_from(fence_margin_ms).unwrap_or(i64::MAX))
+        .bind(now)
+        .fetch_optional(executor)
+        .await?;
+    Ok(row.is_some())
+}
+
+/// What the fence saw when it refused (`fence_state.sql`): epoch, state, lease left in ms.
+pub async fn fence_state<'c>(
+    executor: impl PgExecutor<'c>,
+    id: i64,
+    now: Option<DateTime<Utc>>,
+) -> Result<Option<(i64, String, Option<i64>)>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/outbox/fence_state.sql"))
+        .bind(id)
+        .bind(now)
+        .fetch_optional(executor)
+        .await
+}
+
+/// One attempt's decided follow-up, for `complete.sql`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionRow {
+    /// Action id.
+    pub id: i64,
+    /// The claim's epoch (the fence).
+    pub epoch: i64,
+    /// `ADMITTED` or an ended state.
+    pub state: &'static str,
+    /// Set exactly when `state` is ended.
+    pub stop_reason: Option<&'static str>,
+    /// Provider reference of a Done.
+    pub readback_ref: Option<String>,
+    /// Stable error code.
+    pub error_code: Option<String>,
+    /// Delay before the next attempt (ADMITTED only).
+    pub delay_ms: i64,
+    /// Attempts given back (1 for a deferral).
+    pub refund: i32,
+    /// Clear `write_started_at` (the adapter proved nothing was written).
+    pub clear_fence: bool,
+}
+
+/// Records many results in one statement (`complete.sql`). Returns the ids that were recorded;
+/// the others lost their claim.
+pub async fn complete<'c>(
+    executor: impl PgExecutor<'c>,
+    rows: &[CompletionRow],
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<i64>, sqlx::Error> {
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    let epochs: Vec<i64> = rows.iter().map(|r| r.epoch).collect();
+    let states: Vec<&str> = rows.iter().map(|r| r.state).collect();
+    let reasons: Vec<Option<&str>> = rows.iter().map(|r| r.stop_reason).collect();
+    let refs: Vec<Option<&str>> = rows.iter().map(|r| r.readback_ref.as_deref()).collect();
+    let codes: Vec<Option<&str>> = rows.iter().map(|r| r.error_code.as_deref()).collect();
+    let delays: Vec<i64> = rows.iter().map(|r| r.delay_ms).collect();
+    let refunds: Vec<i32> = rows.iter().map(|r| r.refund).collect();
+    let clears: Vec<bool> = rows.iter().map(|r| r.clear_fence).collect();
+    sqlx::query_scalar(include_str!("../../sql/outbox/complete.sql"))
+        .bind(ids)
+        .bind(epochs)
+        .bind(states)
+        .bind(reasons)
+        .bind(refs)
+        .bind(codes)
+        .bind(delays)
+        .bind(refunds)
+        .bind(clears)
+        .bind(now)
+        .fetch_all(executor)
+        .await
+}
+
+/// Gives claimed, unstarted actions back without counting an attempt (`release.sql`).
+pub async fn release<'c>(
+    executor: impl PgExecutor<'c>,
+    ids: &[i64],
+    epochs: &[i64],
+) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar(include_str!("../../sql/outbox/release.sql"))
+        .bind(ids)
+        .bind(epochs)
+        .fetch_all(executor)
+        .await
+}
+
+/// Ends at-most-once actions whose lease expired after their write started
+/// (`sweep_lease_lost.sql`). Returns (id, kind) of each.
+pub async fn sweep_lease_lost<'c>(
+    executor: impl PgExecutor<'c>,
+    batch_max: u32,
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<(i64, String)>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/outbox/sweep_lease_lost.sql"))
+        .bind(i32::try_from(batch_max).unwrap_or(i32::MAX))
+        .bind(now)
+        .fetch_all(executor)
+        .await
+}
+
+/// Ends unstarted actions past `expires_at` (`sweep_expired.sql`). Returns (id, kind) of each.
+pub async fn sweep_expired<'c>(
+    executor: impl PgExecutor<'c>,
+    batch_max: u32,
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<(i64, String)>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/outbox/sweep_expired.sql"))
+        .bind(i32::try_from(batch_max).unwrap_or(i32::MAX))
+        .bind(now)
+        .fetch_all(executor)
+        .await
+}
+
+/// Makes every waiting ADMITTED action due now (`make_due.sql`). Returns how many moved.
+pub async fn make_due<'c>(
+    executor: impl PgExecutor<'c>,
+    now: Option<DateTime<Utc>>,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(include_str!("../../sql/outbox/make_due.sql"))
+        .bind(now)
+        .execute(executor)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+/// Deletes every action of a subject (`erase_subject.sql`). Returns how many.
+pub async fn erase_subject<'c>(
+    executor: impl PgExecutor<'c>,
+    subject_account_id: &str,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(include_str!("../../sql/outbox/erase_subject.sql"))
+        .bind(subject_account_id)
+        .execute(executor)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+/// Deletes at most `batch_max` actions that ended before `cutoff` (`delete_ended.sql`).
+pub async fn delete_ended<'c>(
+    executor: impl PgExecutor<'c>,
+    cutoff: DateTime<Utc>,
+    batch_max: u32,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(include_str!("../../sql/outbox/delete_ended.sql"))
+        .bind(cutoff)
+        .bind(i32::try_from(batch_max).unwrap_or(i32::MAX))
+        .execute(executor)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+/// Due depth and oldest due age (seconds) per kind (`due_gauges.sql`).
+pub async fn due_gauges<'c>(
+    executor: impl PgExecutor<'c>,
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<(String, i64, f64)>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/outbox/due_gauges.sql"))
+        .bind(now)
+        .fetch_all(executor)
+        .await
+}

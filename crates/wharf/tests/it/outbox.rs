@@ -1,1 +1,12 @@
-//! Outbox integration tests (filled by the outbox work).
+//! Outbox integration tests: real PostgreSQL, one fresh database per test.
+//!
+//! Time moves through the `now` parameters and direct UPDATEs of lease times, never sleeps, so
+//! no assertion depends on timing. Support (fake adapters, helpers) is in `outbox/support.rs`.
+
+mod conformance;
+mod enqueue;
+mod executor;
+mod fence;
+mod guard;
+mod housekeeping;
+mod support;

@@ -1,0 +1,70 @@
+-- Claims up to $1 due lane heads and expired leases in one statement (SPEC §2.3).
+--
+-- A lane head is a due ADMITTED action with no EXECUTING action in its lane and no earlier
+-- unstarted (PROPOSED or ADMITTED, due or not) action in its lane. Both conditions are checked
+-- exactly here, with one probe each into ux_action_lane_executing and ix_action_lane_pending;
+-- head_hint only narrows which rows are looked at (see 0002_outbox.sql). An EXECUTING action
+-- whose lease expired is reclaimed without waiting for anything, unless it is at-most-once and
+-- its write started (the lease sweep ends those UNCERTAIN; the guard trigger would refuse).
+-- The epoch and the attempt rise by one; the lease runs from the database clock.
+--
+-- $1 integer: claim at most this many (≤ 100).
+-- $2 bigint: lease length in milliseconds.
+-- $3 timestamptz: "now" for tests; NULL means the database clock.
+-- $4 text[]: the kinds this executor may claim now.
+-- $5 integer: look at most at this many head candidates (bounds the cost of one claim).
+WITH clock AS MATERIALIZED (
+    SELECT coalesce($3::timestamptz, now()) AS now
+),
+candidates AS (
+    SELECT c.id, c.lane_key, c.run_at
+      FROM wharf.action c, clock
+     WHERE c.state = 'ADMITTED' AND c.head_hint AND c.run_at <= clock.now
+       AND c.kind = ANY($4::text[])
+       AND (c.expires_at IS NULL OR c.expires_at > clock.now)
+       AND NOT (c.at_most_once AND c.write_started_at IS NOT NULL)
+     ORDER BY c.run_at, c.id
+     LIMIT $5
+),
+heads AS (
+    SELECT c.id, c.lane_key, c.run_at
+      FROM candidates c
+     WHERE NOT EXISTS (SELECT 1 FROM wharf.action e
+                        WHERE e.lane_key = c.lane_key AND e.state = 'EXECUTING')
+       AND NOT EXISTS (SELECT 1 FROM wharf.action p
+                        WHERE p.lane_key = c.lane_key AND p.state IN ('PROPOSED', 'ADMITTED')
+                          AND p.id < c.id)
+),
+reclaims AS (
+    SELECT r.id, r.lane_key, r.lease_expires_at AS run_at
+      FROM wharf.action r, clock
+     WHERE r.state = 'EXECUTING' AND r.lease_expires_at <= clock.now
+       AND r.kind = ANY($4::text[])
+       AND NOT (r.at_most_once AND r.write_started_at IS NOT NULL)
+     ORDER BY r.lease_expires_at
+     LIMIT $1
+),
+picked AS (
+    SELECT DISTINCT ON (u.lane_key) u.id, u.run_at
+      FROM (SELECT * FROM reclaims UNION ALL SELECT * FROM heads) u
+     ORDER BY u.lane_key, u.run_at, u.id
+),
+locked AS (
+    SELECT a.id
+      FROM wharf.action a, clock
+     WHERE a.id IN (SELECT id FROM (SELECT id, run_at FROM picked ORDER BY run_at, id LIMIT $1) p)
+       AND ((a.state = 'ADMITTED' AND a.run_at <= clock.now)
+            OR (a.state = 'EXECUTING' AND a.lease_expires_at <= clock.now
+                AND NOT (a.at_most_once AND a.write_started_at IS NOT NULL)))
+       FOR UPDATE OF a SKIP LOCKED
+)
+UPDATE wharf.action a
+   SET state = 'EXECUTING',
+       epoch = a.epoch + 1,
+       attempt = a.attempt + 1,
+       lease_expires_at = clock.now + $2::bigint * interval '1 millisecond'
+  FROM locked, clock
+ WHERE a.id = locked.id
+RETURNING a.id, a.kind, a.tenant_id, a.project_id, a.lane_key, a.idempotency_key, a.payload,
+          a.subject_account_id, a.attempt, a.max_attempts, a.epoch,
+          a.write_started_at IS NOT NULL AS write_started, a.at_most_once

@@ -1,0 +1,34 @@
+-- Records the results of many attempts in one statement. Every row is fenced by (id, epoch): a
+-- row whose claim was superseded, or that erasure deleted, is not returned, and the caller
+-- reports that attempt as Abandoned.
+-- Arrays, one entry per attempt:
+-- $1 bigint[] id, $2 bigint[] epoch, $3 text[] next state (ADMITTED or an ended state),
+-- $4 text[] stop reason (NULL unless ended), $5 text[] readback ref, $6 text[] error code,
+-- $7 bigint[] delay in ms before the next attempt (ADMITTED only),
+-- $8 integer[] attempts to give back (1 for a deferral, which does not count),
+-- $9 boolean[] clear write_started_at (the adapter proved nothing was written).
+-- $10 timestamptz: "now" for tests; NULL means the database clock.
+WITH clock AS MATERIALIZED (
+    SELECT coalesce($10::timestamptz, now()) AS now
+)
+UPDATE wharf.action a
+   SET state = r.state,
+       stop_reason = r.stop_reason,
+       readback_ref = coalesce(r.readback_ref, a.readback_ref),
+       error_code = r.error_code,
+       attempt = a.attempt - r.refund,
+       run_at = CASE WHEN r.state = 'ADMITTED'
+                     THEN clock.now + r.delay_ms * interval '1 millisecond'
+                     ELSE a.run_at END,
+       lease_expires_at = NULL,
+       write_started_at = CASE WHEN r.clear_fence THEN NULL ELSE a.write_started_at END,
+       head_hint = (r.state = 'ADMITTED') OR a.head_hint,
+       payload = CASE WHEN r.state = 'ADMITTED' THEN a.payload ELSE NULL END,
+       ended_at = CASE WHEN r.state = 'ADMITTED' THEN NULL ELSE clock.now END
+  FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
+              $7::bigint[], $8::integer[], $9::boolean[])
+           AS r(id, epoch, state, stop_reason, readback_ref, error_code, delay_ms, refund,
+                clear_fence),
+       clock
+ WHERE a.id = r.id AND a.epoch = r.epoch AND a.state = 'EXECUTING'
+RETURNING a.id

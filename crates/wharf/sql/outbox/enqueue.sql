@@ -1,0 +1,44 @@
+-- Inserts a batch of actions in one statement (SPEC §2.1: enqueue_many is one statement).
+-- An action whose idempotency key exists already is not inserted (ON CONFLICT DO NOTHING);
+-- the caller reads it back with find_by_keys.sql and compares digests. When any key of the
+-- batch exists with a different content digest, nothing of the batch is inserted, so an
+-- IdempotencyConflict writes nothing.
+-- $1..$14: one array per column, all of the same length, in the caller's order.
+-- $15: send the wake-up hint (pg_notify) when a due action was inserted.
+WITH input AS (
+    SELECT *
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[],
+                  $7::boolean[], $8::boolean[], $9::text[], $10::integer[], $11::jsonb[],
+                  $12::text[], $13::timestamptz[], $14::timestamptz[])
+           WITH ORDINALITY
+           AS i(kind, tenant_id, project_id, lane_key, idempotency_key, content_digest,
+                at_most_once, instance_level, state, max_attempts, payload,
+                subject_account_id, run_at, expires_at, ord)
+),
+conflict AS (
+    SELECT 1
+      FROM input i
+      JOIN wharf.action a ON a.idempotency_key = i.idempotency_key
+     WHERE a.content_digest <> i.content_digest
+     LIMIT 1
+),
+ins AS (
+    INSERT INTO wharf.action (kind, tenant_id, project_id, lane_key, idempotency_key,
+                              content_digest, at_most_once, instance_level, state,
+                              max_attempts, payload, subject_account_id, run_at, expires_at)
+    SELECT kind, tenant_id, project_id, lane_key, idempotency_key, content_digest,
+           at_most_once, instance_level, state, max_attempts, payload, subject_account_id,
+           coalesce(run_at, now()), expires_at
+      FROM input
+     WHERE NOT EXISTS (SELECT 1 FROM conflict)
+     ORDER BY ord
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id, idempotency_key, state, run_at
+),
+wake AS (
+    SELECT pg_notify('wharf_action', '')
+      FROM (SELECT 1 FROM ins WHERE ins.state = 'ADMITTED' AND ins.run_at <= now() LIMIT 1) due
+     WHERE $15::boolean
+)
+SELECT ins.id, ins.idempotency_key, (SELECT count(*) FROM wake) AS woken
+  FROM ins

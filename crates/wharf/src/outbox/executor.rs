@@ -1,0 +1,744 @@
+//! The executor: claims due actions, runs their adapters, records the results, and keeps the
+//! table tidy (sweeps, retention, gauges). Run one per replica; there is no leader.
+//!
+//! Owns: the claim loop, concurrency (overall and per kind), the call timeout, panic capture,
+//! completion batching, wake-ups (NOTIFY hint + polling with backoff), sweeps, retention,
+//! `drain`, and graceful shutdown. Must not know: any provider, or any SQL text (the store has
+//! it). The pure decision of what a result means is [`super::decide`].
+//!
+//! Invariants kept here:
+//! - No provider call runs inside a database transaction: `execute` runs between the claim's
+//!   statement and the completion's statement, holding no connection.
+//! - Every write after a claim names (id, epoch): completion, release and the fence.
+//! - A row is never stranded: an action whose attempt did not finish keeps its lease, and any
+//!   executor reclaims it when the lease runs out.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use futures::FutureExt;
+use rand::Rng;
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::task::JoinSet;
+use wharf_core::action::{ActionState, StopReason};
+
+use super::attempt::{Attempt, FenceStage};
+use super::decide::{Claim, Ran, decide};
+use super::error::Error;
+use super::kind::{ClaimBudget, Registry};
+use super::metrics;
+use crate::store;
+use crate::store::outbox::{ClaimedRow, CompletionRow};
+
+/// Hard ceiling of one claim (SPEC §2.3): bounds the statement's locks and the batch's work.
+pub const CLAIM_BATCH_LIMIT: u32 = 100;
+/// The NOTIFY channel enqueue signals on.
+pub const NOTIFY_CHANNEL: &str = "wharf_action";
+/// Times a claim is retried when two replicas raced for one lane (unique violation).
+const CLAIM_RACE_RETRIES_MAX: u32 = 3;
+/// Times a completion batch is retried on a database error before its leases are left to
+/// expire (and the actions to be reclaimed).
+const COMPLETE_RETRIES_MAX: u32 = 3;
+
+/// Executor settings. Every limit has its unit last; [`ExecutorConfig::validate`] checks them.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ExecutorConfig {
+    /// Actions one claim statement takes (1..=100). 100 keeps a claim's locks and its
+    /// completion batch small while amortising the round trip.
+    pub claim_batch_max: u32,
+    /// Head candidates one claim looks at. Bounds a claim's cost when many due actions wait
+    /// behind busy lanes; must be ≥ `claim_batch_max`.
+    pub claim_scan_max: u32,
+    /// Attempts running at once in this executor.
+    pub concurrency_max: u32,
+    /// Attempts of one kind running at once in this executor.
+    pub per_kind_concurrency_max: u32,
+    /// Lease of a claim. Long enough for the slowest attempt plus the fence margin; an attempt
+    /// whose executor died is retried after it.
+    pub lease_ms: u64,
+    /// The fence refuses with less lease than this left (SPEC default 60 s). Every kind's
+    /// `call_timeout_ms` must be shorter.
+    pub fence_margin_ms: u64,
+    /// Shortest idle poll interval (right after work was found).
+    pub poll_interval_ms_min: u64,
+    /// Longest idle poll interval: the safety net's worst-case latency without NOTIFY.
+    pub poll_interval_ms_max: u64,
+    /// LISTEN for enqueue's wake-up hint. A hint only: polling still runs.
+    pub notify: bool,
+    /// On shutdown, how long running attempts may take to finish before they are cut off
+    /// (their actions keep their leases and are reclaimed later).
+    pub shutdown_grace_ms: u64,
+    /// How often the lease and expiry sweeps run.
+    pub sweep_interval_ms: u64,
+    /// Rows one sweep statement ends.
+    pub sweep_batch_max: u32,
+    /// How long an ended action is kept (SPEC: 30 days).
+    pub retention_ms: u64,
+    /// How often retention runs.
+    pub retention_interval_ms: u64,
+    /// Rows one retention statement deletes.
+    pub retention_batch_max: u32,
+    /// Retention statements per run: a backlog is worked off over several runs.
+    pub retention_batches_per_run_max: u32,
+    /// How often the due gauges are refreshed (their query counts every due row).
+    pub gauge_interval_ms: u64,
+    /// Results recorded by one completion statement.
+    pub completion_batch_max: u32,
+    /// `drain` gives up after this many rounds (a round makes everything due and runs it).
+    pub drain_rounds_max: u32,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            claim_batch_max: CLAIM_BATCH_LIMIT,
+            claim_scan_max: 1_000,
+            concurrency_max: 64,
+            per_kind_concurrency_max: 64,
+            // 5 min: an SMTP or HTTP call with its own timeouts fits easily, and a dead
+            // replica's actions wait at most this long.
+            lease_ms: 5 * 60 * 1_000,
+            fence_margin_ms: 60 * 1_000,
+            poll_interval_ms_min: 50,
+            poll_interval_ms_max: 2_000,
+            notify: true,
+            shutdown_grace_ms: 30 * 1_000,
+            sweep_interval_ms: 1_000,
+            sweep_batch_max: 1_000,
+            retention_ms: 30 * 24 * 60 * 60 * 1_000,
+            retention_interval_ms: 60 * 1_000,
+            retention_batch_max: 1_000,
+            retention_batches_per_run_max: 100,
+            gauge_interval_ms: 15 * 1_000,
+            completion_batch_max: CLAIM_BATCH_LIMIT,
+            drain_rounds_max: 10_000,
+        }
+    }
+}
+
+impl ExecutorConfig {
+    /// Checks every bound, and that every registered kind's call timeout fits in the fence
+    /// margin, which must fit in the lease.
+    pub fn validate(&self, registry: &Registry) -> Result<(), Error> {
+        let fail = |what: String| Err(Error::Config(what));
+        if !(1..=CLAIM_BATCH_LIMIT).contains(&self.claim_batch_max) {
+            return fail(format!("claim_batch_max must be 1..={CLAIM_BATCH_LIMIT}"));
+        }
+        if self.claim_scan_max < self.claim_batch_max || self.claim_scan_max > 100_000 {
+            return fail("claim_scan_max must be claim_batch_max..=100000".into());
+        }
+        if self.concurrency_max == 0 || self.per_kind_concurrency_max == 0 {
+            return fail("concurrency_max and per_kind_concurrency_max must be ≥ 1".into());
+        }
+        if self.concurrency_max > 10_000 || self.per_kind_concurrency_max > 10_000 {
+            return fail("concurrency limits must be ≤ 10000".into());
+        }
+        if self.fence_margin_ms == 0 || self.lease_ms <= self.fence_margin_ms {
+            return fail("lease_ms must be longer than fence_margin_ms > 0".into());
+        }
+        if self.poll_interval_ms_min == 0 || self.poll_interval_ms_max < self.poll_interval_ms_min {
+            return fail("poll intervals must satisfy 0 < min ≤ max".into());
+        }
+        if self.sweep_interval_ms == 0
+            || self.retention_interval_ms == 0
+            || self.gauge_interval_ms == 0
+            || self.sweep_batch_max == 0
+            || self.retention_batch_max == 0
+            || self.retention_batches_per_run_max == 0
+            || self.completion_batch_max == 0
+            || self.drain_rounds_max == 0
+        {
+            return fail("intervals, batch sizes and rounds must be ≥ 1".into());
+        }
+        for spec in registry.all().map(|r| &r.spec) {
+            if spec.call_timeout_ms >= self.fence_margin_ms {
+                return fail(format!(
+                    "kind {}: call_timeout_ms {} must be shorter than fence_margin_ms {}",
+                    spec.name, spec.call_timeout_ms, self.fence_margin_ms
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What [`Executor::drain`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DrainReport {
+    /// Rounds run.
+    pub rounds: u32,
+    /// Attempts run (claims taken).
+    pub attempts: u64,
+    /// False when `drain_rounds_max` ran out before nothing was due.
+    pub finished: bool,
+}
+
+/// What one sweep ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SweepReport {
+    /// Unstarted actions ended CANCELLED / `EXPIRED`.
+    pub expired: u64,
+    /// At-most-once actions ended UNCERTAIN / `LEASE_LOST_AFTER_WRITE`.
+    pub lease_lost: u64,
+}
+
+/// One finished attempt, waiting to be recorded.
+struct Finished {
+    kind: String,
+    label: &'static str,
+    row: Option<CompletionRow>,
+}
+
+/// A claimed action with the permits it runs under.
+struct Claimed {
+    row: ClaimedRow,
+    _permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+}
+
+struct Inner {
+    pool: PgPool,
+    registry: Arc<Registry>,
+    config: ExecutorConfig,
+    global: Arc<Semaphore>,
+    per_kind: HashMap<&'static str, Arc<Semaphore>>,
+    /// Wakes the loop: a NOTIFY arrived or a completion freed a lane.
+    wake: Notify,
+}
+
+/// Runs actions. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct Executor {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("config", &self.inner.config)
+            .field("registry", &self.inner.registry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Executor {
+    /// An executor over `pool` for the kinds in `registry`. Checks the configuration.
+    pub fn new(
+        pool: PgPool,
+        registry: Arc<Registry>,
+        config: ExecutorConfig,
+    ) -> Result<Executor, Error> {
+        config.validate(&registry)?;
+        let per_kind = registry
+            .kinds()
+            .map(|k| {
+                (
+                    k,
+                    Arc::new(Semaphore::new(config.per_kind_concurrency_max as usize)),
+                )
+            })
+            .collect();
+        Ok(Executor {
+            inner: Arc::new(Inner {
+                pool,
+                global: Arc::new(Semaphore::new(config.concurrency_max as usize)),
+                per_kind,
+                registry,
+                config,
+                wake: Notify::new(),
+            }),
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &ExecutorConfig {
+        &self.inner.config
+    }
+
+    /// Claims one batch (as many as the free concurrency allows), runs it to completion and
+    /// records the results in one statement. Returns how many actions were claimed. `now`
+    /// replaces the database clock for the claim, the fence and the completion (tests).
+    pub async fn run_once_at(&self, now: Option<DateTime<Utc>>) -> Result<usize, Error> {
+        let free =
+            (self.inner.global.available_permits() as u32).min(self.inner.config.claim_batch_max);
+        let claimed = self.claim(free, now).await?;
+        let count = claimed.len();
+        let finished =
+            futures::future::join_all(claimed.into_iter().map(|c| self.execute(c, now))).await;
+        self.record(finished, now).await?;
+        Ok(count)
+    }
+
+    /// [`run_once_at`](Self::run_once_at) on the database clock.
+    pub async fn run_once(&self) -> Result<usize, Error> {
+        self.run_once_at(None).await
+    }
+
+    /// Makes every waiting ADMITTED action due and runs until nothing is due (tests and
+    /// `wharf drain`). Runs the sweeps each round, so expired actions end and lost at-most-once
+    /// leases are settled. Actions behind a PROPOSED head, and actions another executor holds
+    /// under a live lease, are left as they are.
+    pub async fn drain(&self) -> Result<DrainReport, Error> {
+        self.drain_at(None).await
+    }
+
+    /// [`drain`](Self::drain) with `now` replacing the database clock.
+    pub async fn drain_at(&self, now: Option<DateTime<Utc>>) -> Result<DrainReport, Error> {
+        let mut report = DrainReport::default();
+        while report.rounds < self.inner.config.drain_rounds_max {
+            report.rounds += 1;
+            self.sweep_at(now).await?;
+            let moved = store::outbox::make_due(&self.inner.pool, now).await?;
+            let mut ran = 0u64;
+            // Bounded by the rounds too: each pass either claims something or ends the loop.
+            for _ in 0..self.inner.config.drain_rounds_max {
+                let n = self.run_once_at(now).await? as u64;
+                if n == 0 {
+                    break;
+                }
+                ran += n;
+            }
+            report.attempts += ran;
+            if moved == 0 && ran == 0 {
+                report.finished = true;
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Runs both sweeps once (bounded batches, repeated while a batch comes back full).
+    pub async fn sweep_at(&self, now: Option<DateTime<Utc>>) -> Result<SweepReport, Error> {
+        let pool = &self.inner.pool;
+        let batch = self.inner.config.sweep_batch_max;
+        let mut report = SweepReport::default();
+        for _ in 0..self.inner.config.drain_rounds_max {
+            let lost = store::outbox::sweep_lease_lost(pool, batch, now).await?;
+            for (id, kind) in &lost {
+                metrics::ended(
+                    kind,
+                    *id,
+                    ActionState::Uncertain,
+                    StopReason::LeaseLostAfterWrite,
+                );
+            }
+            let expired = store::outbox::sweep_expired(pool, batch, now).await?;
+            for (id, kind) in &expired {
+                metrics::ended(kind, *id, ActionState::Cancelled, StopReason::Expired);
+            }
+            report.lease_lost += lost.len() as u64;
+            report.expired += expired.len() as u64;
+            if lost.len() < batch as usize && expired.len() < batch as usize {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Retention: deletes actions that ended more than `retention_ms` ago, in bounded batches.
+    /// The cutoff comes from this host's clock: a few seconds of skew do not matter against 30
+    /// days. Returns how many were deleted.
+    pub async fn retain(&self) -> Result<u64, Error> {
+        let c = &self.inner.config;
+        let cutoff = Utc::now()
+            - chrono::Duration::milliseconds(i64::try_from(c.retention_ms).unwrap_or(i64::MAX));
+        let mut deleted = 0;
+        for _ in 0..c.retention_batches_per_run_max {
+            let n =
+                super::ops::delete_ended_before(&self.inner.pool, cutoff, c.retention_batch_max)
+                    .await?;
+            deleted += n;
+            if n < u64::from(c.retention_batch_max) {
+                break;
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Refreshes the due-depth and oldest-due-age gauges for every registered kind.
+    pub async fn refresh_gauges(&self) -> Result<(), Error> {
+        let rows = store::outbox::due_gauges(&self.inner.pool, None).await?;
+        let by_kind: HashMap<String, (i64, f64)> =
+            rows.into_iter().map(|(k, n, age)| (k, (n, age))).collect();
+        for kind in self.inner.registry.kinds() {
+            let (n, age) = by_kind.get(kind).copied().unwrap_or((0, 0.0));
+            metrics::due(kind, n, age);
+        }
+        Ok(())
+    }
+
+    /// Runs until `shutdown` completes: claims whenever there is free concurrency and due work,
+    /// records results in batches, runs the sweeps, retention and gauges on their intervals.
+    /// On shutdown it stops claiming, lets running attempts finish within
+    /// `shutdown_grace_ms`, records their results, and cuts off the rest (their actions keep
+    /// their leases and are reclaimed later, by this or another replica).
+    ///
+    /// Errors of single statements are logged and retried on the next tick; only a failure to
+    /// start returns an error.
+    pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+        let inner = &self.inner;
+        let c = &inner.config;
+        tokio::pin!(shutdown);
+
+        let listener = if c.notify {
+            let mut l = PgListener::connect_with(&inner.pool).await?;
+            l.listen(NOTIFY_CHANNEL).await?;
+            let this = self.clone();
+            Some(tokio::spawn(async move { this.listen(l).await }))
+        } else {
+            None
+        };
+
+        let (done_tx, done_rx) = mpsc::channel::<Finished>(c.concurrency_max as usize * 2);
+        let recorder = {
+            let this = self.clone();
+            tokio::spawn(async move { this.record_loop(done_rx).await })
+        };
+
+        let mut tasks = JoinSet::new();
+        let mut idle_ms = c.poll_interval_ms_min;
+        let interval = |ms: u64| Duration::from_millis(ms);
+        let mut next_sweep = Instant::now();
+        let mut next_retention = Instant::now();
+        let mut next_gauges = Instant::now();
+        loop {
+            while tasks.try_join_next().is_some() {}
+            let now = Instant::now();
+            if now >= next_sweep {
+                next_sweep = now + interval(c.sweep_interval_ms);
+                if let Err(e) = self.sweep_at(None).await {
+                    tracing::warn!(error = %e, "outbox sweep failed");
+                }
+            }
+            if now >= next_retention {
+                next_retention = now + interval(c.retention_interval_ms);
+                if let Err(e) = self.retain().await {
+                    tracing::warn!(error = %e, "outbox retention failed");
+                }
+            }
+            if now >= next_gauges {
+                next_gauges = now + interval(c.gauge_interval_ms);
+                if let Err(e) = self.refresh_gauges().await {
+                    tracing::warn!(error = %e, "outbox gauges failed");
+                }
+            }
+
+            let free = (inner.global.available_permits() as u32).min(c.claim_batch_max);
+            let mut full = false;
+            if free > 0 {
+                match self.claim(free, None).await {
+                    Ok(claimed) => {
+                        full = claimed.len() as u32 == free;
+                        idle_ms = if claimed.is_empty() {
+                            (idle_ms * 2).min(c.poll_interval_ms_max)
+                        } else {
+                            c.poll_interval_ms_min
+                        };
+                        for claimed in claimed {
+                            let this = self.clone();
+                            let tx = done_tx.clone();
+                            tasks.spawn(async move {
+                                let finished = this.execute(claimed, None).await;
+                                // The recorder only stops after every sender is gone.
+                                let _ = tx.send(finished).await;
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "outbox claim failed");
+                        idle_ms = c.poll_interval_ms_max;
+                    }
+                }
+            }
+            if full {
+                // More may be due right now; only stop to check for shutdown.
+                if (&mut shutdown).now_or_never().is_some() {
+                    break;
+                }
+                continue;
+            }
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = inner.wake.notified() => {}
+                _ = tokio::time::sleep(interval(idle_ms)) => {}
+            }
+        }
+
+        // Stop claiming; give running attempts their grace period.
+        let grace = interval(c.shutdown_grace_ms);
+        let finished_in_time =
+            tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} })
+                .await
+                .is_ok();
+        if !finished_in_time {
+            tracing::warn!(
+                running = tasks.len(),
+                "outbox shutdown grace ran out; cut-off actions keep their leases and will be reclaimed"
+            );
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+        drop(done_tx);
+        let _ = recorder.await;
+        if let Some(listener) = listener {
+            listener.abort();
+        }
+        Ok(())
+    }
+
+    async fn listen(&self, mut listener: PgListener) {
+        loop {
+            match listener.recv().await {
+                Ok(_) => self.inner.wake.notify_one(),
+                Err(e) => {
+                    // sqlx reconnects on the next recv; polling covers the gap.
+                    tracing::debug!(error = %e, "outbox NOTIFY listener lost its connection");
+                    tokio::time::sleep(Duration::from_millis(
+                        self.inner.config.poll_interval_ms_max,
+                    ))
+                    .await;
+                }
+            }
+        }
+    }
+
+    async fn record_loop(&self, mut rx: mpsc::Receiver<Finished>) {
+        let max = self.inner.config.completion_batch_max as usize;
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < max {
+                match rx.try_recv() {
+                    Ok(more) => batch.push(more),
+                    Err(_) => break,
+                }
+            }
+            if let Err(e) = self.record(batch, None).await {
+                tracing::error!(error = %e, "outbox could not record results; their leases will expire and they will be claimed again");
+            }
+            // A completion may have freed a lane: look for its next action now.
+            self.inner.wake.notify_one();
+        }
+    }
+
+    /// The kinds this executor may claim now, each with how many it may start.
+    fn allowances(&self) -> HashMap<&'static str, u32> {
+        let inner = &self.inner;
+        inner
+            .registry
+            .all()
+            .filter_map(|r| {
+                let permits = inner.per_kind.get(r.spec.name)?.available_permits() as u32;
+                let budget = match r.adapter.claim_budget() {
+                    ClaimBudget::Unlimited => u32::MAX,
+                    ClaimBudget::AtMost(n) => n,
+                };
+                let allowed = permits.min(budget);
+                (allowed > 0).then_some((r.spec.name, allowed))
+            })
+            .collect()
+    }
+
+    /// Claims up to `want` actions, with their permits. What a claim returns beyond a kind's
+    /// allowance is released at once without counting an attempt.
+    async fn claim(&self, want: u32, now: Option<DateTime<Utc>>) -> Result<Vec<Claimed>, Error> {
+        if want == 0 {
+            return Ok(Vec::new());
+        }
+        let inner = &self.inner;
+        let c = &inner.config;
+        let mut allowances = self.allowances();
+        if allowances.is_empty() {
+            return Ok(Vec::new());
+        }
+        let kinds: Vec<&str> = allowances.keys().copied().collect();
+        let started = Instant::now();
+        let mut rows = self.claim_rows(want, now, &kinds).await?;
+        if (rows.len() as u32) < want {
+            // Short: take the hint off rows that wait behind an earlier action of their lane,
+            // then look again if that uncovered anything.
+            let demoted = store::outbox::demote(&inner.pool, c.claim_scan_max, now).await?;
+            if demoted > 0 {
+                let more = self
+                    .claim_rows(want - rows.len() as u32, now, &kinds)
+                    .await?;
+                rows.extend(more);
+            }
+        }
+        metrics::claim_took(started.elapsed());
+
+        let mut claimed = Vec::with_capacity(rows.len());
+        let mut release = Vec::new();
+        for row in rows {
+            let permits = match (
+                allowances.get_mut(row.kind.as_str()),
+                inner.per_kind.get(row.kind.as_str()),
+            ) {
+                (Some(left), Some(kind_sem)) if *left > 0 => {
+                    match (
+                        inner.global.clone().try_acquire_owned(),
+                        kind_sem.clone().try_acquire_owned(),
+                    ) {
+                        (Ok(g), Ok(k)) => {
+                            *left -= 1;
+                            Some((g, k))
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            match permits {
+                Some(permits) => claimed.push(Claimed {
+                    row,
+                    _permits: permits,
+                }),
+                None => release.push((row.id, row.epoch)),
+            }
+        }
+        if !release.is_empty() {
+            let (ids, epochs): (Vec<i64>, Vec<i64>) = release.into_iter().unzip();
+            store::outbox::release(&inner.pool, &ids, &epochs).await?;
+        }
+        Ok(claimed)
+    }
+
+    async fn claim_rows(
+        &self,
+        want: u32,
+        now: Option<DateTime<Utc>>,
+        kinds: &[&str],
+    ) -> Result<Vec<ClaimedRow>, Error> {
+        let c = &self.inner.config;
+        let mut tries = 0;
+        loop {
+            match store::outbox::claim(
+                &self.inner.pool,
+                want,
+                c.lease_ms,
+                now,
+                kinds,
+                c.claim_scan_max,
+            )
+            .await
+            {
+                Ok(rows) => return Ok(rows),
+                // Two replicas took heads of one lane at the same moment; the unique index let
+                // one win. The loser's statement changed nothing: look again.
+                Err(sqlx::Error::Database(e))
+                    if e.is_unique_violation() && tries < CLAIM_RACE_RETRIES_MAX =>
+                {
+                    tries += 1;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Runs one claimed action's adapter under the call timeout, catching a panic, and decides
+    /// the result. Holds no connection while the adapter runs.
+    async fn execute(&self, claimed: Claimed, now: Option<DateTime<Utc>>) -> Finished {
+        let inner = &self.inner;
+        let row = claimed.row;
+        let Some(registered) = inner.registry.get(&row.kind) else {
+            // Unreachable: claims name registered kinds only. Recording nothing keeps the row
+            // for an executor that knows the kind.
+            return Finished {
+                kind: row.kind,
+                label: "abandoned",
+                row: None,
+            };
+        };
+        let spec = &registered.spec;
+        let call_timeout = Duration::from_millis(spec.call_timeout_ms);
+        let claim = Claim {
+            id: row.id,
+            epoch: row.epoch,
+            attempt: u32::try_from(row.attempt).unwrap_or(u32::MAX),
+            max_attempts: u32::try_from(row.max_attempts).unwrap_or(1),
+        };
+        let mut attempt = Attempt {
+            action_id: row.id,
+            kind: row.kind.clone(),
+            tenant_id: row.tenant_id,
+            project_id: row.project_id,
+            lane_key: row.lane_key,
+            idempotency_key: row.idempotency_key,
+            payload: row.payload.unwrap_or(serde_json::Value::Null),
+            subject_account_id: row.subject_account_id,
+            attempt: claim.attempt,
+            max_attempts: claim.max_attempts,
+            epoch: row.epoch,
+            write_started: row.write_started,
+            pool: inner.pool.clone(),
+            call_timeout,
+            fence_margin_ms: inner.config.fence_margin_ms,
+            now,
+            fence: FenceStage::NotStarted,
+        };
+        let started = Instant::now();
+        let call = AssertUnwindSafe(registered.adapter.execute(&mut attempt)).catch_unwind();
+        let ran = match tokio::time::timeout(call_timeout, call).await {
+            Ok(Ok(outcome)) => Ran::Returned(outcome),
+            Ok(Err(_panic)) => Ran::Panicked,
+            Err(_elapsed) => Ran::TimedOut,
+        };
+        metrics::execution_took(&row.kind, started.elapsed());
+        let jitter = rand::thread_rng().gen_range(-1.0..=1.0);
+        let decided = decide(claim, &ran, attempt.fence, &spec.backoff, jitter);
+        Finished {
+            kind: row.kind,
+            label: ran.label(),
+            row: decided,
+        }
+    }
+
+    /// Records finished attempts in one statement, fenced by (id, epoch), and counts them.
+    async fn record(
+        &self,
+        finished: Vec<Finished>,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<(), Error> {
+        let rows: Vec<CompletionRow> = finished.iter().filter_map(|f| f.row.clone()).collect();
+        let mut recorded: HashSet<i64> = HashSet::new();
+        if !rows.is_empty() {
+            let mut tries = 0;
+            loop {
+                match store::outbox::complete(&self.inner.pool, &rows, now).await {
+                    Ok(ids) => {
+                        recorded.extend(ids);
+                        break;
+                    }
+                    Err(e) if tries < COMPLETE_RETRIES_MAX => {
+                        tries += 1;
+                        tracing::warn!(error = %e, tries, "outbox completion failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(50 << tries)).await;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        for f in &finished {
+            let Some(row) = &f.row else {
+                metrics::attempt(&f.kind, f.label, false);
+                continue;
+            };
+            let was_recorded = recorded.contains(&row.id);
+            metrics::attempt(&f.kind, f.label, was_recorded);
+            if !was_recorded {
+                tracing::info!(action_id = row.id, epoch = row.epoch, kind = %f.kind,
+                    "attempt result dropped: the claim was superseded or the action erased");
+                continue;
+            }
+            if let Some(reason) = row.stop_reason.and_then(|r| r.parse::<StopReason>().ok()) {
+                metrics::ended(&f.kind, row.id, reason.state(), reason);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,66 @@
+//! The outbox's metric names and the one place that records them (SPEC §2.6), through the
+//! `metrics` facade; the binary chooses the exporter.
+//!
+//! Owns: names, labels, and the warning line per UNCERTAIN end. Must not know: SQL or adapters.
+
+use std::time::Duration;
+
+use wharf_core::action::{ActionState, StopReason};
+
+/// Counter: attempts, by `kind`, `result` (done, retry, defer, uncertain, failed, cancelled,
+/// abandoned, panic, timeout) and `recorded` (false when the claim was lost and nothing was
+/// written).
+pub const ATTEMPTS_TOTAL: &str = "wharf_action_attempts_total";
+/// Counter: ended actions, by `kind`, `state` and `reason` (the stop reason).
+pub const ENDED_TOTAL: &str = "wharf_action_ended_total";
+/// Gauge: due ADMITTED actions, by `kind`.
+pub const DUE_DEPTH: &str = "wharf_action_due_depth";
+/// Gauge: age in seconds of the oldest due ADMITTED action, by `kind` (0 when none is due).
+pub const OLDEST_DUE_AGE_SECONDS: &str = "wharf_action_oldest_due_age_seconds";
+/// Histogram: seconds per claim statement.
+pub const CLAIM_SECONDS: &str = "wharf_claim_seconds";
+/// Histogram: seconds per `execute` call, by `kind`.
+pub const EXECUTION_SECONDS: &str = "wharf_execution_seconds";
+
+pub(crate) fn attempt(kind: &str, result: &'static str, recorded: bool) {
+    metrics::counter!(
+        ATTEMPTS_TOTAL,
+        "kind" => kind.to_owned(),
+        "result" => result,
+        "recorded" => if recorded { "true" } else { "false" }
+    )
+    .increment(1);
+}
+
+/// One ended action: the counter, and for UNCERTAIN the one warning line (kind and reason only:
+/// no payload, no provider text).
+pub(crate) fn ended(kind: &str, id: i64, state: ActionState, reason: StopReason) {
+    metrics::counter!(
+        ENDED_TOTAL,
+        "kind" => kind.to_owned(),
+        "state" => state.as_str(),
+        "reason" => reason.as_str()
+    )
+    .increment(1);
+    if state == ActionState::Uncertain {
+        tracing::warn!(
+            action_id = id,
+            kind,
+            reason = reason.as_str(),
+            "action ended UNCERTAIN"
+        );
+    }
+}
+
+pub(crate) fn claim_took(took: Duration) {
+    metrics::histogram!(CLAIM_SECONDS).record(took.as_secs_f64());
+}
+
+pub(crate) fn execution_took(kind: &str, took: Duration) {
+    metrics::histogram!(EXECUTION_SECONDS, "kind" => kind.to_owned()).record(took.as_secs_f64());
+}
+
+pub(crate) fn due(kind: &str, depth: i64, oldest_s: f64) {
+    metrics::gauge!(DUE_DEPTH, "kind" => kind.to_owned()).set(depth as f64);
+    metrics::gauge!(OLDEST_DUE_AGE_SECONDS, "kind" => kind.to_owned()).set(oldest_s.max(0.0));
+}

@@ -1,0 +1,300 @@
+//! The guard trigger against `ActionState::can_transition`, by direct UPDATEs.
+
+use wharf::outbox::{ActionState, StopReason};
+use wharf_testkit::TestDb;
+
+/// Inserts a row directly in `state` (INSERT is not guarded), consistent with the table's checks.
+async fn row_in(
+    pool: &sqlx::PgPool,
+    state: ActionState,
+    at_most_once: bool,
+    write_started: bool,
+) -> i64 {
+    let ended = state.is_ended();
+    let reason = StopReason::ALL
+        .into_iter()
+        .find(|r| r.state() == state)
+        .map(|r| r.as_str());
+    sqlx::query_scalar(
+        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
+                                   at_most_once, instance_level, state, stop_reason, epoch, attempt,
+                                   max_attempts, payload, run_at, lease_expires_at, ended_at,
+                                   write_started_at)
+         VALUES ('k', 't', 'lane-' || gen_random_uuid(), gen_random_uuid()::text,
+                 sha256('x'), $1, false, $2, $3, $4, $4, 3,
+                 CASE WHEN $5 THEN NULL ELSE '{}'::jsonb END, now(),
+                 CASE WHEN $2 = 'EXECUTING' THEN now() + interval '1 minute' END,
+                 CASE WHEN $5 THEN now() END,
+                 CASE WHEN $6 THEN now() END)
+         RETURNING id",
+    )
+    .bind(at_most_once)
+    .bind(state.as_str())
+    .bind(reason)
+    .bind(if state == ActionState::Executing {
+        1i64
+    } else {
+        0
+    })
+    .bind(ended)
+    .bind(write_started)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// An UPDATE to `to` that satisfies every other rule (checks, epoch movement), so only the
+/// transition itself can be refused.
+async fn move_to(
+    pool: &sqlx::PgPool,
+    id: i64,
+    from: ActionState,
+    to: ActionState,
+) -> Result<(), sqlx::Error> {
+    let reason = StopReason::ALL
+        .into_iter()
+        .find(|r| r.state() == to)
+        .map(|r| r.as_str());
+    let _ = from;
+    // Every claim raises the epoch by one (the guard checks that separately).
+    let epoch_step = i64::from(to == ActionState::Executing);
+    sqlx::query(
+        "UPDATE wharf.action
+            SET state = $2, stop_reason = $3,
+                epoch = epoch + $4,
+                attempt = attempt + $4::integer,
+                lease_expires_at = CASE WHEN $2 = 'EXECUTING' THEN now() + interval '1 minute' END,
+                ended_at = CASE WHEN $5 THEN now() END,
+                payload = CASE WHEN $5 THEN NULL ELSE coalesce(payload, '{}'::jsonb) END
+          WHERE id = $1",
+    )
+    .bind(id)
+    .bind(to.as_str())
+    .bind(reason)
+    .bind(epoch_step)
+    .bind(to.is_ended())
+    .execute(pool)
+    .await
+    .map(|_| ())
+}
+
+fn sqlstate(e: &sqlx::Error) -> String {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .map(|c| c.into_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn every_pair_of_states_against_the_trigger() {
+    let db = TestDb::new().await;
+    let mut checked = 0;
+    for from in ActionState::ALL {
+        for to in ActionState::ALL {
+            let id = row_in(&db.pool, from, false, false).await;
+            let result = move_to(&db.pool, id, from, to).await;
+            if from.can_transition(to) {
+                result.unwrap_or_else(|e| panic!("{from} -> {to} must be allowed: {e}"));
+                let state: String =
+                    sqlx::query_scalar("SELECT state FROM wharf.action WHERE id = $1")
+                        .bind(id)
+                        .fetch_one(&db.pool)
+                        .await
+                        .unwrap();
+                assert_eq!(state, to.as_str());
+            } else {
+                let e = result.expect_err(&format!("{from} -> {to} must be refused"));
+                let code = sqlstate(&e);
+                assert!(
+                    code == "WH001" || code == "WH002",
+                    "{from} -> {to} refused by the guard, not by {code}: {e}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 49);
+}
+
+#[tokio::test]
+async fn an_ended_row_never_changes_even_in_place() {
+    let db = TestDb::new().await;
+    for state in ActionState::ALL.into_iter().filter(|s| s.is_ended()) {
+        let id = row_in(&db.pool, state, false, false).await;
+        let e = sqlx::query("UPDATE wharf.action SET readback_ref = 'x' WHERE id = $1")
+            .bind(id)
+            .execute(&db.pool)
+            .await
+            .unwrap_err();
+        assert_eq!(sqlstate(&e), "WH002", "{state}");
+        // Deleting (retention, erasure) is not a change of state and stays possible.
+        sqlx::query("DELETE FROM wharf.action WHERE id = $1")
+            .bind(id)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn an_at_most_once_row_whose_write_started_is_never_claimed_again() {
+    let db = TestDb::new().await;
+    // EXECUTING -> EXECUTING with a new epoch (a reclaim).
+    let id = row_in(&db.pool, ActionState::Executing, true, true).await;
+    let e = move_to(&db.pool, id, ActionState::Executing, ActionState::Executing)
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&e), "WH003");
+    // ADMITTED with a started write (never written by wharf itself, but refused all the same).
+    let id = row_in(&db.pool, ActionState::Admitted, true, true).await;
+    let e = move_to(&db.pool, id, ActionState::Admitted, ActionState::Executing)
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&e), "WH003");
+    // Without a started write, or without at-most-once, a reclaim is fine.
+    let id = row_in(&db.pool, ActionState::Executing, true, false).await;
+    move_to(&db.pool, id, ActionState::Executing, ActionState::Executing)
+        .await
+        .unwrap();
+    let id = row_in(&db.pool, ActionState::Executing, false, true).await;
+    move_to(&db.pool, id, ActionState::Executing, ActionState::Executing)
+        .await
+        .unwrap();
+    // Ending it UNCERTAIN (what the lease sweep does) stays allowed.
+    let id = row_in(&db.pool, ActionState::Executing, true, true).await;
+    move_to(&db.pool, id, ActionState::Executing, ActionState::Uncertain)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn columns_fixed_at_enqueue_never_change() {
+    let db = TestDb::new().await;
+    let sets = [
+        "kind = 'other'",
+        "idempotency_key = 'other'",
+        "content_digest = sha256('y')",
+        "at_most_once = true",
+        "instance_level = true",
+        "tenant_id = 'other'",
+        "project_id = 'p'",
+        "lane_key = 'other'",
+        "subject_account_id = 's'",
+        "max_attempts = 9",
+        "expires_at = now()",
+        "created_at = now() - interval '1 day'",
+        "payload = '{\"changed\": true}'::jsonb",
+    ];
+    for set in sets {
+        let id = row_in(&db.pool, ActionState::Admitted, false, false).await;
+        let sql = format!("UPDATE wharf.action SET {set} WHERE id = $1");
+        let e = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .execute(&db.pool)
+            .await
+            .unwrap_err();
+        assert_eq!(sqlstate(&e), "WH004", "{set}");
+    }
+}
+
+#[tokio::test]
+async fn the_epoch_moves_only_as_a_claim_says() {
+    let db = TestDb::new().await;
+    let check = |sql: &'static str, from: ActionState, ok: bool| {
+        let pool = db.pool.clone();
+        async move {
+            let id = row_in(&pool, from, false, false).await;
+            let result = sqlx::query(sql).bind(id).execute(&pool).await;
+            match result {
+                Ok(_) => assert!(ok, "{sql} must be refused"),
+                Err(e) => {
+                    assert!(!ok, "{sql} must be allowed: {e}");
+                    assert_eq!(sqlstate(&e), "WH005", "{sql}");
+                }
+            }
+        }
+    };
+    check(
+        "UPDATE wharf.action SET epoch = epoch - 1 WHERE id = $1",
+        ActionState::Executing,
+        false,
+    )
+    .await;
+    check(
+        "UPDATE wharf.action SET epoch = epoch + 2 WHERE id = $1",
+        ActionState::Executing,
+        false,
+    )
+    .await;
+    check(
+        "UPDATE wharf.action SET epoch = epoch + 1 WHERE id = $1",
+        ActionState::Executing,
+        true,
+    )
+    .await;
+    check(
+        "UPDATE wharf.action SET epoch = epoch WHERE id = $1",
+        ActionState::Executing,
+        true,
+    )
+    .await;
+    check(
+        "UPDATE wharf.action SET epoch = epoch + 1 WHERE id = $1",
+        ActionState::Admitted,
+        false,
+    )
+    .await;
+    check(
+        "UPDATE wharf.action SET state = 'EXECUTING', lease_expires_at = now() WHERE id = $1",
+        ActionState::Admitted,
+        false,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_table_checks_scope_and_end_columns() {
+    let db = TestDb::new().await;
+    // A non-instance action without a tenant.
+    let e = sqlx::query(
+        "INSERT INTO wharf.action (kind, lane_key, idempotency_key, content_digest, at_most_once,
+                                   instance_level, state, max_attempts, payload, run_at)
+         VALUES ('k', 'l', 'key', sha256('x'), false, false, 'ADMITTED', 1, '{}', now())",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap_err();
+    assert_eq!(sqlstate(&e), "23514");
+    // An instance-level one may leave it out.
+    sqlx::query(
+        "INSERT INTO wharf.action (kind, lane_key, idempotency_key, content_digest, at_most_once,
+                                   instance_level, state, max_attempts, payload, run_at)
+         VALUES ('k', 'l', 'key', sha256('x'), false, true, 'ADMITTED', 1, '{}', now())",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    // An ended action without a stop reason, or with one of another state, or keeping its payload.
+    for (state, reason, payload) in [
+        ("DONE", None, None),
+        ("DONE", Some("EXPIRED"), None),
+        ("FAILED", Some("PROVIDER_REFUSED"), Some("{}")),
+        ("ADMITTED", Some("DONE"), Some("{}")),
+        ("DONE", Some("NOT_A_REASON"), None),
+    ] {
+        let e = sqlx::query(
+            "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
+                                       at_most_once, instance_level, state, stop_reason, max_attempts,
+                                       payload, run_at, ended_at)
+             VALUES ('k', 't', 'l', gen_random_uuid()::text, sha256('x'), false, false, $1, $2, 1,
+                     $3::jsonb, now(), CASE WHEN $1 IN ('DONE', 'FAILED') THEN now() END)",
+        )
+        .bind(state)
+        .bind(reason)
+        .bind(payload)
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+        assert_eq!(sqlstate(&e), "23514", "{state} {reason:?} {payload:?}");
+    }
+}

@@ -1,0 +1,256 @@
+//! Shared support: a scriptable recording adapter and small helpers.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use wharf::outbox::{
+    ActionRequest, ActionView, Adapter, Attempt, Backoff, ClaimBudget, ErrorCode, Executor,
+    ExecutorConfig, KindSpec, Outcome, Registry,
+};
+
+pub const KIND: &str = "fake";
+pub const AMO_KIND: &str = "fake.amo";
+pub const INSTANCE_KIND: &str = "fake.instance";
+
+/// One step of a scripted attempt.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Pass the fence, then answer with this outcome (Abandoned if the fence refuses).
+    Fenced(Outcome),
+    /// Answer without passing the fence.
+    Unfenced(Outcome),
+    /// Panic before the fence.
+    PanicBefore,
+    /// Pass the fence, then panic.
+    PanicAfter,
+    /// Pass the fence, then hang past the call timeout.
+    HangAfter,
+    /// Run SQL (e.g. erase, shorten the lease) then try the fence and report what it said.
+    SqlThenFence(&'static str),
+    /// Erase this subject, then try the fence and report what it said.
+    EraseThenFence(&'static str),
+}
+
+/// What the adapter saw, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seen {
+    pub action_id: i64,
+    pub lane_key: String,
+    pub attempt: u32,
+    pub epoch: i64,
+    pub write_started: bool,
+    pub fence: Option<String>,
+}
+
+/// A fake adapter: follows a script per action (by idempotency key; default: Done), records
+/// every call.
+pub struct Fake {
+    pub spec: KindSpec,
+    pub scripts: Mutex<std::collections::HashMap<String, VecDeque<Step>>>,
+    pub seen: Mutex<Vec<Seen>>,
+    pub budget: Mutex<ClaimBudget>,
+}
+
+impl Fake {
+    pub fn new(name: &'static str, at_most_once: bool, instance_level: bool) -> Arc<Fake> {
+        Arc::new(Fake {
+            spec: KindSpec {
+                name,
+                at_most_once,
+                instance_level,
+                max_attempts_default: 3,
+                backoff: Backoff::default(),
+                call_timeout_ms: 500,
+            },
+            scripts: Mutex::new(Default::default()),
+            seen: Mutex::new(Vec::new()),
+            budget: Mutex::new(ClaimBudget::Unlimited),
+        })
+    }
+
+    pub fn with_call_timeout(name: &'static str, call_timeout_ms: u64) -> Arc<Fake> {
+        let mut fake = Fake::new(name, false, false);
+        Arc::get_mut(&mut fake).unwrap().spec.call_timeout_ms = call_timeout_ms;
+        fake
+    }
+
+    pub fn script(&self, key: &str, steps: Vec<Step>) {
+        self.scripts
+            .lock()
+            .unwrap()
+            .insert(key.to_owned(), steps.into());
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl Adapter for Fake {
+    fn spec(&self) -> KindSpec {
+        self.spec.clone()
+    }
+
+    fn validate(&self, payload: &Value) -> Result<(), String> {
+        if payload.get("refuse").is_some() {
+            return Err("payload asks to be refused".into());
+        }
+        Ok(())
+    }
+
+    fn claim_budget(&self) -> ClaimBudget {
+        *self.budget.lock().unwrap()
+    }
+
+    async fn execute(&self, attempt: &mut Attempt) -> Outcome {
+        let step = self
+            .scripts
+            .lock()
+            .unwrap()
+            .get_mut(attempt.idempotency_key())
+            .and_then(|s| s.pop_front())
+            .unwrap_or(Step::Fenced(Outcome::Done {
+                readback_ref: Some(format!("ref-{}", attempt.action_id())),
+            }));
+        let mut seen = Seen {
+            action_id: attempt.action_id(),
+            lane_key: attempt.lane_key().to_owned(),
+            attempt: attempt.attempt(),
+            epoch: attempt.epoch(),
+            write_started: attempt.write_started(),
+            fence: None,
+        };
+        let record = |seen: Seen| self.seen.lock().unwrap().push(seen);
+        match step {
+            Step::Unfenced(outcome) => {
+                record(seen);
+                outcome
+            }
+            Step::PanicBefore => {
+                record(seen);
+                panic!("scripted panic before the fence");
+            }
+            Step::Fenced(outcome) => match attempt.fence().begin_write().await {
+                Ok(()) => {
+                    seen.fence = Some("ok".into());
+                    record(seen);
+                    outcome
+                }
+                Err(refused) => {
+                    seen.fence = Some(format!("{refused:?}"));
+                    record(seen);
+                    Outcome::Abandoned
+                }
+            },
+            Step::PanicAfter => {
+                attempt.fence().begin_write().await.expect("fence");
+                seen.fence = Some("ok".into());
+                record(seen);
+                panic!("scripted panic after the fence");
+            }
+            Step::HangAfter => {
+                attempt.fence().begin_write().await.expect("fence");
+                seen.fence = Some("ok".into());
+                record(seen);
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Outcome::Done { readback_ref: None }
+            }
+            Step::SqlThenFence(sql) => {
+                sqlx::query(sqlx::AssertSqlSafe(
+                    sql.replace("$ID", &attempt.action_id().to_string()),
+                ))
+                .execute(attempt.pool())
+                .await
+                .expect("scripted SQL");
+                let answer = attempt.fence().begin_write().await;
+                seen.fence = Some(match &answer {
+                    Ok(()) => "ok".into(),
+                    Err(refused) => format!("{refused:?}"),
+                });
+                record(seen);
+                match answer {
+                    Ok(()) => Outcome::Done { readback_ref: None },
+                    Err(_) => Outcome::Abandoned,
+                }
+            }
+            Step::EraseThenFence(subject) => {
+                wharf::outbox::erase_subject(attempt.pool(), subject)
+                    .await
+                    .expect("erase");
+                let answer = attempt.fence().begin_write().await;
+                seen.fence = Some(match &answer {
+                    Ok(()) => "ok".into(),
+                    Err(refused) => format!("{refused:?}"),
+                });
+                record(seen);
+                match answer {
+                    Ok(()) => Outcome::Done { readback_ref: None },
+                    Err(_) => Outcome::Abandoned,
+                }
+            }
+        }
+    }
+}
+
+/// A registry with the three fake kinds.
+pub fn registry() -> (Arc<Registry>, Arc<Fake>, Arc<Fake>, Arc<Fake>) {
+    let fake = Fake::new(KIND, false, false);
+    let amo = Fake::new(AMO_KIND, true, false);
+    let inst = Fake::new(INSTANCE_KIND, false, true);
+    let mut r = Registry::new();
+    r.register(fake.clone()).unwrap();
+    r.register(amo.clone()).unwrap();
+    r.register(inst.clone()).unwrap();
+    (Arc::new(r), fake, amo, inst)
+}
+
+/// Test settings: short lease and margin, no NOTIFY unless asked.
+pub fn config() -> ExecutorConfig {
+    let mut c = ExecutorConfig::default();
+    c.lease_ms = 20_000;
+    c.fence_margin_ms = 5_000;
+    c.notify = false;
+    c.poll_interval_ms_min = 5;
+    c.poll_interval_ms_max = 50;
+    c
+}
+
+pub fn executor(pool: &PgPool, registry: &Arc<Registry>) -> Executor {
+    Executor::new(pool.clone(), registry.clone(), config()).unwrap()
+}
+
+pub fn req(lane: &str, key: &str) -> ActionRequest {
+    ActionRequest::new(KIND, lane, key, json!({"n": key})).tenant("t1")
+}
+
+pub async fn view(pool: &PgPool, id: i64) -> ActionView {
+    wharf::outbox::get(pool, id)
+        .await
+        .unwrap()
+        .expect("action exists")
+}
+
+pub async fn enqueue(pool: &PgPool, registry: &Registry, r: ActionRequest) -> i64 {
+    let mut conn = pool.acquire().await.unwrap();
+    wharf::outbox::enqueue(&mut conn, registry, r)
+        .await
+        .unwrap()
+        .id
+}
+
+pub fn code(s: &'static str) -> ErrorCode {
+    ErrorCode::new(s).unwrap()
+}
+
+/// Expires every lease now (instead of waiting for it).
+pub async fn expire_leases(pool: &PgPool) {
+    sqlx::query("UPDATE wharf.action SET lease_expires_at = now() - interval '1 second' WHERE state = 'EXECUTING'")
+        .execute(pool)
+        .await
+        .unwrap();
+}
