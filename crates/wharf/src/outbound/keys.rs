@@ -10,8 +10,8 @@
 //! # Scope
 //!
 //! One current key per (tenant, project): exactly the scope a receiving wharf files a public key
-//! under (`wharf key add <tenant> <project> <key id> <public key>`), so a key id means the same
-//! thing on both ends, and a leaked key of one project signs nothing for another.
+//! under (`wharf key add`, i.e. `inbox::add_key`), so a key id means the same thing on both
+//! ends, and a leaked key of one project signs nothing for another.
 //!
 //! # Sealing
 //!

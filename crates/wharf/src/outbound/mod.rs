@@ -32,7 +32,8 @@
 //! use wharf::outbound::{self, Destination, EmitRequest, SealedKeySource, Scope, ServerKey};
 //! let server_key = ServerKey::generate(); // in production: from <data-dir>/server.key
 //! let key = outbound::generate_signing_key(&pool, &server_key, "acme", "web").await?;
-//! println!("on the receiver: wharf key add acme web {} {}", key.key_id, key.public_key_base64());
+//! // The receiver files it under the same scope and key id (`wharf key add`, `inbox::add_key`).
+//! println!("acme/web {} {}", key.key_id, key.public_key_base64());
 //!
 //! let keys = SealedKeySource::new(server_key);
 //! let mut tx = pool.begin().await?;
