@@ -5,6 +5,7 @@
 //! calls the `wharf` library and prints what it returns.
 
 mod cmd;
+mod compose;
 mod config;
 mod db;
 mod logging;
@@ -36,6 +37,8 @@ enum Command {
     Restore(cmd::backup::RestoreArgs),
     /// Check the database's invariants; exits non-zero when one is broken.
     Verify(cmd::verify::VerifyArgs),
+    /// Benchmarks: outbox drain, enqueue→start latency, inbox ingest, PostgreSQL ceiling.
+    Bench(cmd::bench::BenchArgs),
     // New commands go above this line, one variant each, with their module under cmd/.
 }
 
@@ -70,6 +73,7 @@ fn main() -> std::process::ExitCode {
             Command::Backup(args) => cmd::backup::backup(&config, args).await,
             Command::Restore(args) => cmd::backup::restore(&config, args).await,
             Command::Verify(args) => cmd::verify::run(&config, args).await,
+            Command::Bench(args) => cmd::bench::run(&config, args).await,
             // New commands are dispatched above this line.
         }
     });

@@ -19,3 +19,24 @@ pub async fn signal() {
     }
     tracing::info!("shutting down");
 }
+
+/// One stop signal, many listeners: the HTTP server and the executor stop together.
+#[derive(Clone)]
+pub struct Stop(tokio::sync::watch::Receiver<bool>);
+
+impl Stop {
+    /// Starts listening for SIGINT/SIGTERM.
+    pub fn on_signal() -> Stop {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            signal().await;
+            let _ = tx.send(true);
+        });
+        Stop(rx)
+    }
+
+    /// Completes once the stop signal came.
+    pub async fn wait(mut self) {
+        let _ = self.0.wait_for(|stopped| *stopped).await;
+    }
+}

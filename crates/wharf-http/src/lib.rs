@@ -7,6 +7,7 @@
 //! Must not know: any business rule. A handler parses, calls one library function of the
 //! `wharf` crate, and maps the result. It never writes SQL.
 
+pub mod actions;
 pub mod auth;
 pub mod error;
 pub mod health;

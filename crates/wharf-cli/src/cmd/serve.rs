@@ -1,12 +1,15 @@
 //! `wharf serve`, `wharf work` and `wharf migrate`: composition of the server and the executor.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::Context;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
+use crate::compose;
 use crate::config::Config;
 use crate::db::{Database, Open};
+use crate::shutdown::Stop;
 
 /// Where `serve` listens when nothing else is said: loopback only, so a first run exposes
 /// nothing to the network.
@@ -55,6 +58,7 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         .or(section.listen)
         .unwrap_or_else(|| LISTEN_DEFAULT.parse().expect("the default address parses"));
     let prometheus = install_prometheus()?;
+    let registry = Arc::new(compose::registry(config)?);
     let db = Database::open(
         config,
         Open {
@@ -63,13 +67,14 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         },
     )
     .await?;
+    let executor = compose::executor(config, db.pool.clone(), registry.clone())?;
     let operator_token =
         wharf_http::auth::OperatorToken::new(args.operator_token.or(section.operator_token));
-    let _ = (&operator_token, args.no_executor);
 
     let routers = vec![
         wharf_http::health::routes(db.pool.clone(), Some(prometheus)),
         wharf_http::openapi::routes(),
+        wharf_http::actions::routes(db.pool.clone(), registry.clone(), operator_token.clone()),
         // Route modules are added above this line, one entry each.
     ];
     let app = wharf_http::app(routers);
@@ -77,20 +82,31 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(address = %listener.local_addr()?, "wharf serving");
-    let served = axum::serve(
+
+    let stop = Stop::on_signal();
+    let http = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(crate::shutdown::signal())
-    .await
-    .context("the HTTP server failed");
+    .with_graceful_shutdown(stop.clone().wait());
+    let work = async {
+        if args.no_executor {
+            stop.clone().wait().await;
+            Ok(())
+        } else {
+            executor.run(stop.clone().wait()).await
+        }
+    };
+    let (served, worked) = tokio::join!(http, work);
     let closed = db.close().await;
-    served?;
+    served.context("the HTTP server failed")?;
+    worked.context("the executor failed")?;
     closed
 }
 
 /// `wharf work`.
 pub async fn work(config: &Config, _args: WorkArgs) -> anyhow::Result<()> {
+    let registry = Arc::new(compose::registry(config)?);
     let db = Database::open(
         config,
         Open {
@@ -99,8 +115,12 @@ pub async fn work(config: &Config, _args: WorkArgs) -> anyhow::Result<()> {
         },
     )
     .await?;
-    crate::shutdown::signal().await;
-    db.close().await
+    let executor = compose::executor(config, db.pool.clone(), registry)?;
+    tracing::info!("wharf working");
+    let worked = executor.run(Stop::on_signal().wait()).await;
+    let closed = db.close().await;
+    worked.context("the executor failed")?;
+    closed
 }
 
 /// `wharf migrate`.
