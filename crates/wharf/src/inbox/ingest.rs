@@ -281,7 +281,21 @@ impl Inbox {
     /// Ingests one envelope: SPEC §3.4 from the body limit to the answer. Never fails: every
     /// failure is an answer (401, 413, 429, 503, or an outcome); see [`Response`].
     pub async fn ingest(&self, peer: IpAddr, bearer: &str, route: Route, body: &[u8]) -> Response {
-        let correlation_id = new_correlation_id();
+        self.ingest_correlated(new_correlation_id(), peer, bearer, route, body)
+            .await
+    }
+
+    /// [`Inbox::ingest`] under the caller's correlation id (an HTTP layer passes the one it
+    /// echoes in its response header, so header, body and audit row agree). The id is recorded
+    /// in the audit as given; pass a bounded, printable one.
+    pub async fn ingest_correlated(
+        &self,
+        correlation_id: String,
+        peer: IpAddr,
+        bearer: &str,
+        route: Route,
+        body: &[u8],
+    ) -> Response {
         let identity = match self
             .admit(
                 peer,
@@ -328,7 +342,19 @@ impl Inbox {
         route: Route,
         body: &[u8],
     ) -> BatchResponse {
-        let correlation_id = new_correlation_id();
+        self.ingest_batch_correlated(new_correlation_id(), peer, bearer, route, body)
+            .await
+    }
+
+    /// [`Inbox::ingest_batch`] under the caller's correlation id.
+    pub async fn ingest_batch_correlated(
+        &self,
+        correlation_id: String,
+        peer: IpAddr,
+        bearer: &str,
+        route: Route,
+        body: &[u8],
+    ) -> BatchResponse {
         let whole = |head: Response| BatchResponse {
             head,
             items: Vec::new(),

@@ -57,6 +57,7 @@ mod keys;
 pub mod limiter;
 mod response;
 mod retention;
+mod settings;
 pub mod streams;
 
 use std::net::IpAddr;
@@ -80,6 +81,7 @@ pub use response::{BatchResponse, ItemResponse, Original, Response, Status};
 pub use retention::{
     PAYLOAD_RETENTION_DEFAULT, RETENTION_BATCH_MAX, delete_expired_payloads, run_retention,
 };
+pub use settings::{InboxSettings, load_schemas};
 pub use streams::{Producer, StreamChange, StreamId, StreamInfo};
 pub use wharf_core::inbox::Outcome;
 

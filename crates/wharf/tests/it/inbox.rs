@@ -11,3 +11,4 @@ mod outcomes;
 mod refusals;
 mod retention;
 mod support;
+mod throughput;
