@@ -2,6 +2,7 @@
 //! exposes `async fn run(config, args) -> anyhow::Result<()>`.
 
 pub mod backup;
+pub mod bench;
 pub mod progress;
 pub mod serve;
 pub mod verify;

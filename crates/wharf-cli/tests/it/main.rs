@@ -2,5 +2,6 @@
 //! real HTTP on loopback.
 
 mod backup;
+mod bench;
 mod serve;
 mod support;

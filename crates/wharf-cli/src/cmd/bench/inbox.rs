@@ -1,0 +1,628 @@
+//! `wharf bench inbox`: verified envelopes per second through the inbox, single and batch
+//! endpoints, several streams (bench/DESIGN.md §5, SPEC §5: ≥ 5 k/s on the batch endpoint on
+//! this 2-core machine).
+//!
+//! Setup is not timed: tenant [`TENANT`], project `bench`, one Ed25519 key per run, one device
+//! credential per stream (a stream is tenant + project + producer, and the producer is the
+//! verified device), limiters unlimited (every request comes from one address). Every envelope
+//! is built, signed with `wharf_core::sign::sign` and serialised before the clock starts —
+//! signing is the producer's cost, reported for information.
+//!
+//! Transports: `library` calls [`Inbox::ingest`] / [`Inbox::ingest_batch`] in-process (the
+//! whole pipeline: limiters, authentication, verification, schema, stream lock, one
+//! transaction), without HTTP. Every response must accept every envelope (`accept-delayed`)
+//! and acknowledge the stream's last sequence, and afterwards each stream's cursor must equal
+//! its last sequence with one audit row per envelope; anything else fails the run.
+//!
+//! Baselines from the same run: pgbench `insert` at `--connections` clients (the commit rate
+//! under the single endpoint, one transaction per envelope) and strict Ed25519 verifications
+//! per second on one core (the CPU floor: verified envelopes/s cannot exceed cores × that).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use wharf::core::envelope::{Envelope, Integrity};
+use wharf::inbox::{self, Inbox, InboxConfig, LimitPolicy, Outcome, Route, Status};
+
+use super::ceiling::{self, Script};
+use super::report::{self, Machine};
+use super::stats::{Distribution, Spread, median, ratio};
+use super::{Deadline, TENANT};
+use crate::config::Config;
+
+/// The project every benchmark envelope belongs to.
+pub const PROJECT: &str = "bench";
+/// Most envelopes one run may send (all are signed and held in memory first, ~600 bytes each).
+pub const ENVELOPES_MAX: u64 = 2_000_000;
+
+/// How requests reach the inbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    /// In-process calls of `Inbox::ingest` / `Inbox::ingest_batch`: the whole pipeline
+    /// without HTTP.
+    Library,
+}
+
+/// `wharf bench inbox` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InboxArgs {
+    /// Envelopes per batch size per run.
+    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=ENVELOPES_MAX))]
+    envelopes: u64,
+    /// Streams (producers) the envelopes are spread over.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    streams: u64,
+    /// Envelopes per request; 1 uses the single endpoint, more the batch endpoint. Several
+    /// (e.g. 1,100) are measured one after the other in each run.
+    #[arg(long, value_delimiter = ',', default_value = "1,100")]
+    batch: Vec<u64>,
+    /// Requests in flight at once (each stream belongs to one of them and is sent in order).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=512))]
+    connections: u32,
+    /// How requests reach the inbox.
+    #[arg(long, value_enum, default_value = "library")]
+    transport: Transport,
+    /// Runs; the medians are reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    runs: u32,
+    /// pgbench seconds for the insert baseline per run; 0 = none.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=3600))]
+    baseline_seconds: u32,
+    /// Limit for the whole invocation.
+    #[arg(long, default_value_t = 1_800, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    timeout_seconds: u64,
+    /// Work beside non-benchmark rows in the database.
+    #[arg(long)]
+    shared_database: bool,
+    /// One JSON line per run, then a summary line (last).
+    #[arg(long)]
+    json: bool,
+}
+
+/// One request, ready to send.
+struct Request {
+    stream: usize,
+    token: Arc<str>,
+    body: Vec<u8>,
+    /// For the batch endpoint.
+    batch: bool,
+    /// Envelopes in it.
+    count: u64,
+    /// The stream's sequence the answer must acknowledge.
+    last_sequence: u64,
+}
+
+/// One stream of one run.
+struct Stream {
+    device: String,
+    last_sequence: u64,
+}
+
+/// `wharf bench inbox`.
+pub async fn run(config: &Config, args: InboxArgs) -> anyhow::Result<()> {
+    ensure!(!args.batch.is_empty(), "--batch needs at least one size");
+    let deadline = Deadline::after(args.timeout_seconds);
+    let db = super::open(config, args.connections + 4, args.shared_database).await?;
+    let mut machine = Machine::probe(&db.pool).await?;
+    let result = runs(&args, &db.pool, &db.url, &deadline, &mut machine).await;
+    let closed = db.close().await;
+    let rows = result?;
+    closed?;
+    machine.end();
+    let summary = summary(&args, &rows, &machine);
+    if args.json {
+        report::json_line(&summary)?;
+    } else {
+        print(&args, &rows, &summary, &machine);
+    }
+    Ok(())
+}
+
+async fn runs(
+    args: &InboxArgs,
+    pool: &PgPool,
+    url: &str,
+    deadline: &Deadline,
+    machine: &mut Machine,
+) -> anyhow::Result<Vec<Value>> {
+    let _ = machine;
+    inbox::create_tenant(pool, TENANT).await?;
+    let config = InboxConfig {
+        peer_limit: LimitPolicy::UNLIMITED,
+        identity_limit: LimitPolicy::UNLIMITED,
+        batch_envelopes_max: InboxConfig::default()
+            .batch_envelopes_max
+            .max(args.batch.iter().copied().max().unwrap_or(1) as usize),
+        ..InboxConfig::default()
+    };
+    let service = Arc::new(Inbox::new(pool.clone(), config));
+    let tag = super::run_tag();
+    let mut rows = Vec::new();
+    for run in 1..=args.runs {
+        let mut results = Vec::new();
+        for &batch in &args.batch {
+            deadline.check(|| format!("before run {run}, batch {batch}"))?;
+            let prepared = prepare(args, pool, &format!("{tag}r{run}b{batch}"), batch).await?;
+            super::checkpoint(pool).await;
+            let sent = send(args, &service, prepared.requests, deadline).await?;
+            check(pool, &prepared.streams, args.envelopes).await?;
+            results.push(json!({
+                "batch": batch,
+                "endpoint": if batch == 1 { "single" } else { "batch" },
+                "envelopes": args.envelopes,
+                "seconds": sent.seconds,
+                "envelopes_per_second": args.envelopes as f64 / sent.seconds,
+                "request_ms": Distribution::of(sent.request_ms),
+                "sign_per_second": prepared.sign_per_second,
+            }));
+        }
+        let insert = if args.baseline_seconds > 0 {
+            let spinner = crate::cmd::progress::spinner("pgbench insert");
+            let m = ceiling::measure(
+                url,
+                ceiling::Request {
+                    script: Script::Insert,
+                    clients: args.connections,
+                    seconds: args.baseline_seconds,
+                    batch: 1,
+                    rows: None,
+                },
+            )
+            .await;
+            spinner.finish_and_clear();
+            Some(m?.tps)
+        } else {
+            None
+        };
+        let verify_per_second = verify_rate()?;
+        let rate = |b: u64| {
+            results
+                .iter()
+                .find(|r| r["batch"].as_u64() == Some(b))
+                .and_then(|r| r["envelopes_per_second"].as_f64())
+        };
+        let single = rate(1);
+        let best_batch = args
+            .batch
+            .iter()
+            .filter(|&&b| b > 1)
+            .filter_map(|&b| rate(b))
+            .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
+        let row = json!({
+            "system": "wharf", "command": "inbox", "version": env!("CARGO_PKG_VERSION"),
+            "run": run, "transport": "library", "streams": args.streams,
+            "connections": args.connections, "results": results,
+            "ratio_batch_single": best_batch.zip(single).and_then(|(b, s)| ratio(b, s)),
+            "baseline": {
+                "insert_commits_per_second": insert,
+                "verify_per_second_one_core": verify_per_second,
+            },
+            "ratio_single_insert": single.zip(insert).and_then(|(s, i)| ratio(s, i)),
+            "ratio_batch_cpu_floor": best_batch.and_then(|b| {
+                ratio(b, verify_per_second * std::thread::available_parallelism().map_or(1, usize::from) as f64)
+            }),
+        });
+        if args.json {
+            report::json_line(&row)?;
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// What a run sends, built and signed before the clock starts.
+struct Prepared {
+    streams: Vec<Stream>,
+    requests: Vec<Request>,
+    sign_per_second: f64,
+}
+
+/// An event id shaped like a ULID: `0` and 25 Crockford digits of `n`.
+fn event_id(n: u128) -> String {
+    const DIGITS: &[u8] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    let mut out = vec![b'0'; 26];
+    let mut v = n;
+    for slot in out.iter_mut().skip(1).rev() {
+        *slot = DIGITS[(v % 32) as usize];
+        v /= 32;
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn envelope(device_seq: (u128, u64), occurred_at: &str) -> Envelope {
+    let (stream_base, seq) = device_seq;
+    Envelope {
+        schema_version: 1,
+        event_type: "event_summary".into(),
+        tenant_id: TENANT.into(),
+        project_id: PROJECT.into(),
+        event_id: event_id(stream_base + u128::from(seq)),
+        producer_sequence: seq,
+        occurred_at: occurred_at.into(),
+        idempotency_key: format!("bench-{seq}"),
+        producer_version: concat!("wharf-bench/", env!("CARGO_PKG_VERSION")).into(),
+        payload: json!({
+            "summary_id": format!("summary-{seq}"),
+            "object_id": format!("task-{seq}"),
+            "event_kind": "bench",
+            "status": "ok",
+            "object_type": "task",
+            "occurred_at": occurred_at,
+            "version": 1,
+        }),
+        integrity: Integrity {
+            algorithm: "Ed25519".into(),
+            key_id: String::new(),
+            signature: String::new(),
+        },
+    }
+}
+
+/// Credentials, a key, and every request of one batch size, signed.
+async fn prepare(
+    args: &InboxArgs,
+    pool: &PgPool,
+    tag: &str,
+    batch: u64,
+) -> anyhow::Result<Prepared> {
+    let key = inbox::generate_key(
+        pool,
+        TENANT,
+        PROJECT,
+        Some(&format!("k{tag}")),
+        inbox::KEY_REPLAY_WINDOW_DEFAULT,
+    )
+    .await?;
+    // wharf-cli does not name ed25519-dalek's types; `sign` below fixes `signing`'s type.
+    let signing = From::from(&key.private_seed);
+    let sign = |e: &Envelope| -> anyhow::Result<Vec<u8>> {
+        Ok(wharf::core::sign::sign(e, &signing, &key.key_id)?.to_canonical_json()?)
+    };
+    let per_stream = args.envelopes.div_ceil(args.streams);
+    let occurred_at = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    let mut streams = Vec::new();
+    let mut requests = Vec::new();
+    let bar = report::counter_bar(args.envelopes, "sign");
+    let started = Instant::now();
+    let mut left = args.envelopes;
+    for s in 0..args.streams {
+        let count = per_stream.min(left);
+        left -= count;
+        if count == 0 {
+            break;
+        }
+        let device = format!("d{tag}s{s}");
+        let credential = inbox::issue_credential(pool, TENANT, "bench", Some(&device)).await?;
+        let token: Arc<str> = Arc::from(credential.token.as_str());
+        // Event ids unique across streams and runs: the start time in µs above the sequence.
+        let base = (micros << 40) + (u128::from(s) << 24);
+        let mut seq = 0;
+        while seq < count {
+            let chunk = batch.min(count - seq);
+            let mut bodies = Vec::with_capacity(chunk as usize);
+            for _ in 0..chunk {
+                seq += 1;
+                bodies.push(sign(&envelope((base, seq), &occurred_at))?);
+            }
+            let body = if batch == 1 {
+                bodies.pop().unwrap_or_default()
+            } else {
+                let mut body = b"{\"envelopes\":[".to_vec();
+                for (i, b) in bodies.iter().enumerate() {
+                    if i > 0 {
+                        body.push(b',');
+                    }
+                    body.extend_from_slice(b);
+                }
+                body.extend_from_slice(b"]}");
+                body
+            };
+            requests.push(Request {
+                stream: streams.len(),
+                token: token.clone(),
+                body,
+                batch: batch > 1,
+                count: chunk,
+                last_sequence: seq,
+            });
+            bar.inc(chunk);
+        }
+        streams.push(Stream {
+            device,
+            last_sequence: count,
+        });
+    }
+    bar.finish_and_clear();
+    Ok(Prepared {
+        streams,
+        requests,
+        sign_per_second: args.envelopes as f64 / started.elapsed().as_secs_f64(),
+    })
+}
+
+/// What sending measured.
+struct Sent {
+    seconds: f64,
+    request_ms: Vec<f64>,
+}
+
+/// Sends every request on `--connections` senders; a stream's requests go in order on its
+/// sender. Every envelope must be accepted and its stream's sequence acknowledged.
+async fn send(
+    args: &InboxArgs,
+    service: &Arc<Inbox>,
+    requests: Vec<Request>,
+    deadline: &Deadline,
+) -> anyhow::Result<Sent> {
+    let senders = args.connections as usize;
+    let mut queues: Vec<Vec<Request>> = (0..senders).map(|_| Vec::new()).collect();
+    for r in requests {
+        queues[r.stream % senders].push(r);
+    }
+    let total: u64 = queues.iter().flatten().map(|r| r.count).sum();
+    let bar = report::counter_bar(total, "ingest");
+    let peer: IpAddr = "127.0.0.1".parse()?;
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for queue in queues {
+        let (service, bar, deadline) = (service.clone(), bar.clone(), *deadline);
+        tasks.spawn(async move {
+            let mut latencies = Vec::with_capacity(queue.len());
+            for r in queue {
+                deadline.check(|| "sending envelopes".to_owned())?;
+                let route = Route::new(TENANT, PROJECT);
+                let t = Instant::now();
+                let (acknowledged, accepted, status) = if !r.batch {
+                    let answer = service.ingest(peer, &r.token, route, &r.body).await;
+                    let ok = answer.status == Status::Outcome(Outcome::AcceptDelayed);
+                    (answer.acknowledged_sequence, u64::from(ok), answer.status.as_str())
+                } else {
+                    let answer = service.ingest_batch(peer, &r.token, route, &r.body).await;
+                    let accepted = answer
+                        .items
+                        .iter()
+                        .filter(|i| i.outcome == Outcome::AcceptDelayed)
+                        .count() as u64;
+                    (answer.head.acknowledged_sequence, accepted, answer.head.status.as_str())
+                };
+                latencies.push(t.elapsed().as_secs_f64() * 1_000.0);
+                if accepted != r.count || acknowledged != Some(r.last_sequence) {
+                    bail!(
+                        "stream {}: {accepted} of {} envelopes accepted ({status}), acknowledged {:?}, expected {}",
+                        r.stream,
+                        r.count,
+                        acknowledged,
+                        r.last_sequence
+                    );
+                }
+                bar.inc(r.count);
+            }
+            anyhow::Ok(latencies)
+        });
+    }
+    let mut request_ms = Vec::new();
+    let mut failure = None;
+    while let Some(joined) = tasks.join_next().await {
+        match joined.context("a sender panicked")? {
+            Ok(l) => request_ms.extend(l),
+            Err(e) => {
+                failure.get_or_insert(e);
+                tasks.abort_all();
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(Sent {
+        seconds,
+        request_ms,
+    })
+}
+
+/// Each stream's cursor is its last sequence, and the audit holds one ingest row per envelope.
+async fn check(pool: &PgPool, streams: &[Stream], envelopes: u64) -> anyhow::Result<()> {
+    let devices: Vec<&str> = streams.iter().map(|s| s.device.as_str()).collect();
+    let cursors: Vec<(String, String)> = sqlx::query_as(
+        "SELECT producer_id::text, acknowledged_sequence::text FROM wharf.inbox_streams
+          WHERE tenant_id = $1 AND project_id = $2 AND producer_kind = 'device'
+            AND producer_id::text = ANY($3)",
+    )
+    .bind(TENANT)
+    .bind(PROJECT)
+    .bind(&devices)
+    .fetch_all(pool)
+    .await?;
+    ensure!(
+        cursors.len() == streams.len(),
+        "{} of {} streams exist",
+        cursors.len(),
+        streams.len()
+    );
+    for stream in streams {
+        let cursor = cursors
+            .iter()
+            .find(|(d, _)| *d == stream.device)
+            .map(|(_, c)| c.as_str());
+        ensure!(
+            cursor == Some(stream.last_sequence.to_string().as_str()),
+            "stream {}: cursor {cursor:?}, expected {}",
+            stream.device,
+            stream.last_sequence
+        );
+    }
+    let audited: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM wharf.inbox_audit
+          WHERE tenant_id = $1 AND action = 'ingest' AND producer_id = ANY($2)
+            AND outcome = 'accept-delayed'",
+    )
+    .bind(TENANT)
+    .bind(&devices)
+    .fetch_one(pool)
+    .await?;
+    ensure!(
+        audited as u64 == envelopes,
+        "{audited} audit rows for {envelopes} envelopes"
+    );
+    Ok(())
+}
+
+/// Strict Ed25519 verifications per second on one core, over the signing bytes of a real
+/// envelope (canonicalisation included): the CPU floor under verified envelopes/s.
+fn verify_rate() -> anyhow::Result<f64> {
+    let seed = [7u8; 32];
+    let signing = From::from(&seed);
+    let mut e = envelope((1, 1), "2026-01-01T00:00:00Z");
+    e = wharf::core::sign::sign(&e, &signing, "k")?;
+    let verifying = signing.verifying_key();
+    let started = Instant::now();
+    let mut count = 0u64;
+    // Bounded by time (1 s) and count.
+    while started.elapsed() < Duration::from_secs(1) && count < 10_000_000 {
+        for _ in 0..64 {
+            wharf::core::sign::verify(&e, &verifying)
+                .context("the benchmark's own signature does not verify")?;
+        }
+        count += 64;
+    }
+    Ok(count as f64 / started.elapsed().as_secs_f64())
+}
+
+fn summary(args: &InboxArgs, rows: &[Value], machine: &Machine) -> Value {
+    let per_batch: Vec<Value> = args
+        .batch
+        .iter()
+        .map(|&b| {
+            let of = |path: &[&str]| -> Vec<f64> {
+                rows.iter()
+                    .filter_map(|r| {
+                        let item = r["results"]
+                            .as_array()?
+                            .iter()
+                            .find(|x| x["batch"].as_u64() == Some(b))?;
+                        path.iter().try_fold(item, |v, k| v.get(k))?.as_f64()
+                    })
+                    .collect()
+            };
+            json!({
+                "batch": b, "endpoint": if b == 1 { "single" } else { "batch" },
+                "envelopes_per_second": Spread::of(&of(&["envelopes_per_second"])),
+                "request_ms": {
+                    "p50": median(&of(&["request_ms", "p50"])),
+                    "p99": median(&of(&["request_ms", "p99"])),
+                },
+                "sign_per_second": median(&of(&["sign_per_second"])),
+            })
+        })
+        .collect();
+    let top = |path: &[&str]| -> Option<f64> {
+        median(
+            &rows
+                .iter()
+                .filter_map(|r| path.iter().try_fold(r, |v, k| v.get(k))?.as_f64())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let best = per_batch
+        .iter()
+        .filter(|b| b["batch"].as_u64() > Some(1))
+        .filter_map(|b| b["envelopes_per_second"]["median"].as_f64())
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
+    json!({
+        "system": "wharf", "command": "inbox", "summary": true, "runs": rows.len(),
+        "version": env!("CARGO_PKG_VERSION"), "transport": "library",
+        "envelopes": args.envelopes, "streams": args.streams, "connections": args.connections,
+        "by_batch": per_batch,
+        "envelopes_per_second": best,
+        "goal_5k_met": best.map(|b| b >= 5_000.0),
+        "ratio_batch_single": top(&["ratio_batch_single"]),
+        "ratio_single_insert": top(&["ratio_single_insert"]),
+        "ratio_batch_cpu_floor": top(&["ratio_batch_cpu_floor"]),
+        "baseline": {
+            "insert_commits_per_second": top(&["baseline", "insert_commits_per_second"]),
+            "verify_per_second_one_core": top(&["baseline", "verify_per_second_one_core"]),
+        },
+        "machine": machine,
+    })
+}
+
+fn print(args: &InboxArgs, rows: &[Value], summary: &Value, machine: &Machine) {
+    println!(
+        "wharf bench inbox  envelopes={} streams={} connections={} transport=library  ({} runs)",
+        args.envelopes, args.streams, args.connections, args.runs
+    );
+    println!("{}", machine.line());
+    let f = |v: &Value, path: &[&str], d: usize| {
+        report::cell(
+            path.iter()
+                .try_fold(v, |v, k| v.get(k))
+                .and_then(Value::as_f64),
+            d,
+        )
+    };
+    let mut table = Vec::new();
+    for r in rows {
+        for x in r["results"].as_array().into_iter().flatten() {
+            table.push(vec![
+                r["run"].to_string(),
+                x["batch"].to_string(),
+                f(x, &["envelopes_per_second"], 0),
+                format!(
+                    "{}/{}",
+                    f(x, &["request_ms", "p50"], 2),
+                    f(x, &["request_ms", "p99"], 2)
+                ),
+                f(x, &["sign_per_second"], 0),
+                f(r, &["baseline", "insert_commits_per_second"], 0),
+                f(r, &["baseline", "verify_per_second_one_core"], 0),
+            ]);
+        }
+    }
+    for b in summary["by_batch"].as_array().into_iter().flatten() {
+        table.push(vec![
+            "median".into(),
+            b["batch"].to_string(),
+            f(b, &["envelopes_per_second", "median"], 0),
+            format!(
+                "{}/{}",
+                f(b, &["request_ms", "p50"], 2),
+                f(b, &["request_ms", "p99"], 2)
+            ),
+            f(b, &["sign_per_second"], 0),
+            f(summary, &["baseline", "insert_commits_per_second"], 0),
+            f(summary, &["baseline", "verify_per_second_one_core"], 0),
+        ]);
+    }
+    report::table(
+        &[
+            "run",
+            "batch",
+            "envelopes/s",
+            "request p50/p99 ms",
+            "signed/s",
+            "insert commits/s",
+            "verifies/s/core",
+        ],
+        &table,
+    );
+    println!(
+        "batch/single {}  single/insert {}  batch/(cores × verify) {}  batch ≥ 5000/s: {}",
+        f(summary, &["ratio_batch_single"], 2),
+        f(summary, &["ratio_single_insert"], 2),
+        f(summary, &["ratio_batch_cpu_floor"], 2),
+        match summary["goal_5k_met"].as_bool() {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "-",
+        }
+    );
+}

@@ -1,0 +1,1147 @@
+//! `wharf bench outbox`: enqueue N no-op actions with `enqueue_many`, drain them with the real
+//! executor (claim, fence, complete — full fencing included), and put the drain rate beside
+//! the pgbench ceiling of the same SQL path, measured in the same run (bench/DESIGN.md §3).
+//! With `--backlog B1,B2,…` it sweeps claim cost across backlog sizes instead.
+//!
+//! Owns: the `bench.noop` kind and its adapter ([`NoopAdapter`], also used by `bench latency`),
+//! clean starts of the bench rows, the enqueue and prefill phases, the drain and its checks.
+//! Must not know: the executor's internals — it runs [`Executor::run`] as `wharf work` would and
+//! reads the executor's own metrics through [`super::recorder`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, ensure};
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use wharf::outbox::{
+    ActionRequest, Adapter, Attempt, Backoff, CLAIM_BATCH_LIMIT, ENQUEUE_BATCH_MAX, Executor,
+    ExecutorConfig, KindSpec, Outcome, Registry, enqueue_many, metrics as names,
+};
+
+use super::ceiling::{self, CeilingChoice, Measured, Script};
+use super::recorder::{self, Seen};
+use super::report::{self, Machine};
+use super::stats::{Distribution, Spread, median, ratio};
+use super::{Deadline, OnOff};
+use crate::config::Config;
+
+/// The kind every benchmark action has.
+pub const KIND: &str = "bench.noop";
+/// Histogram of the adapter's `begin_write()` call, in seconds (recorded by [`NoopAdapter`]).
+pub const FENCE_SECONDS: &str = "wharf_bench_fence_seconds";
+/// Rows one prefill statement inserts: `enqueue_many`'s maximum, one transaction each.
+pub const PREFILL_BATCH: usize = ENQUEUE_BATCH_MAX;
+/// Connections the prefill uses at once.
+pub const PREFILL_CONNECTIONS: usize = 2;
+/// Rows one clean-up statement deletes.
+const CLEAN_BATCH: i64 = 10_000;
+/// Rough size of one action row with its index entries, for the prefill's announcement.
+const ROW_BYTES_ESTIMATE: u64 = 600;
+
+/// Called by the adapter with the payload as it starts an attempt (`bench latency`).
+pub type StartProbe = Arc<dyn Fn(&Value) + Send + Sync>;
+
+/// The no-op adapter: reports its start to the probe, passes the fence (`begin_write()`, timed) and answers
+/// Done. A refused fence is counted and fails the run.
+#[derive(Default)]
+pub struct NoopAdapter {
+    refused: AtomicU64,
+    probe: RwLock<Option<StartProbe>>,
+}
+
+impl NoopAdapter {
+    /// Fences refused so far.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Sets (or clears) the start probe.
+    pub fn set_probe(&self, probe: Option<StartProbe>) {
+        *self.probe.write().unwrap_or_else(|e| e.into_inner()) = probe;
+    }
+}
+
+impl Adapter for NoopAdapter {
+    fn spec(&self) -> KindSpec {
+        KindSpec {
+            name: KIND,
+            at_most_once: false,
+            instance_level: true,
+            max_attempts_default: 3,
+            backoff: Backoff::default(),
+            call_timeout_ms: 10_000,
+        }
+    }
+
+    // `Adapter` is an `#[async_trait]` trait; wharf-cli does not depend on async-trait, so
+    // this is the signature the macro would write, by hand.
+    fn execute<'s, 'a, 'async_trait>(
+        &'s self,
+        attempt: &'a mut Attempt,
+    ) -> Pin<Box<dyn Future<Output = Outcome> + Send + 'async_trait>>
+    where
+        's: 'async_trait,
+        'a: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(async move {
+            let probe = self.probe.read().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(probe) = probe {
+                probe(attempt.payload());
+            }
+            let started = Instant::now();
+            match attempt.fence().begin_write().await {
+                Ok(()) => {
+                    metrics::histogram!(FENCE_SECONDS).record(started.elapsed().as_secs_f64());
+                    Outcome::Done { readback_ref: None }
+                }
+                Err(e) => {
+                    self.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %e, "bench: the fence refused");
+                    Outcome::Abandoned
+                }
+            }
+        })
+    }
+}
+
+/// A registry with the one `bench.noop` kind.
+pub fn registry(adapter: Arc<NoopAdapter>, notify: bool) -> anyhow::Result<Arc<Registry>> {
+    let mut registry = Registry::new();
+    registry.register(adapter)?;
+    registry.set_notify(notify);
+    Ok(Arc::new(registry))
+}
+
+/// `wharf bench outbox` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutboxArgs {
+    /// Actions per run (with --backlog: drained off the front of the backlog).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    n: u64,
+    /// Attempts in flight in total (ExecutorConfig::concurrency_max, split over executors);
+    /// also the pgbench ceiling's clients.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    workers: u32,
+    /// Executors in this process, each with its own pool (replicas racing for the same heads).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    executors: u32,
+    /// Lanes the actions are spread over, round-robin; 0 = one lane per action.
+    #[arg(long, default_value_t = 0)]
+    lanes: u64,
+    /// Actions per enqueue_many call (one transaction each).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=ENQUEUE_BATCH_MAX as u64))]
+    enqueue_batch: u64,
+    /// Connections enqueuing at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    enqueue_connections: u32,
+    /// ExecutorConfig::claim_batch_max (1..=100).
+    #[arg(long, default_value_t = CLAIM_BATCH_LIMIT, value_parser = clap::value_parser!(u32).range(1..=i64::from(CLAIM_BATCH_LIMIT)))]
+    claim_batch: u32,
+    /// ExecutorConfig::claim_scan_max.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    claim_scan: u32,
+    /// ExecutorConfig::completion_batch_max.
+    #[arg(long, default_value_t = CLAIM_BATCH_LIMIT, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    completion_batch: u32,
+    /// Wake-ups: enqueue's NOTIFY hint and the executor's LISTEN.
+    #[arg(long, value_enum, default_value = "on")]
+    notify: OnOff,
+    /// Backlog sizes to sweep, ascending (e.g. 10000,1000000): claim cost against backlog.
+    /// 0 = no backlog (the plain enqueue-then-drain run).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    backlog: Vec<u64>,
+    /// Lanes the backlog is spread over, round-robin (e.g. 100000); 0 = one lane per row.
+    #[arg(long, default_value_t = 0)]
+    backlog_lanes: u64,
+    /// Make the backlog not due (run_at a year ahead) and drain N freshly enqueued actions
+    /// past it, instead of draining N off the front of a due backlog.
+    #[arg(long)]
+    backlog_not_due: bool,
+    /// Keep the backlog for the next invocation (a top-up counts what is there).
+    #[arg(long)]
+    keep_backlog: bool,
+    /// Runs (A-B pairs of wharf and its ceiling); the medians are reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    runs: u32,
+    /// pgbench seconds per ceiling measurement; 0 = no ceiling.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=3600))]
+    ceiling_seconds: u32,
+    /// Ceiling script(s): one action per step, --claim-batch per step, or both.
+    #[arg(long, value_enum, default_value = "both")]
+    ceiling_script: CeilingChoice,
+    /// Limit for the whole invocation.
+    #[arg(long, default_value_t = 1_800, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    timeout_seconds: u64,
+    /// Work beside non-benchmark rows in the database (only bench.* rows are touched).
+    #[arg(long)]
+    shared_database: bool,
+    /// One JSON line per run, then a summary line (last).
+    #[arg(long)]
+    json: bool,
+}
+
+/// What one drain measured.
+struct Drained {
+    seconds: f64,
+    ended: u64,
+    claim_ms: Vec<f64>,
+    fence_ms: Vec<f64>,
+    execution_ms: Vec<f64>,
+    started_db: DateTime<Utc>,
+}
+
+/// The shared pieces of one invocation.
+struct Bench {
+    args: OutboxArgs,
+    tag: String,
+    pool: PgPool,
+    url: String,
+    pools: Vec<PgPool>,
+    adapter: Arc<NoopAdapter>,
+    registry: Arc<Registry>,
+    seen: Arc<Seen>,
+    deadline: Deadline,
+}
+
+/// `wharf bench outbox`.
+pub async fn run(config: &Config, args: OutboxArgs) -> anyhow::Result<()> {
+    ensure!(
+        args.backlog.windows(2).all(|w| w[0] < w[1]),
+        "--backlog sizes must be ascending"
+    );
+    ensure!(
+        args.claim_scan >= args.claim_batch,
+        "--claim-scan must be at least --claim-batch"
+    );
+    ensure!(
+        args.executors <= args.workers,
+        "--executors must not exceed --workers"
+    );
+    let seen = recorder::seen().context("a metrics recorder was installed before wharf bench's")?;
+    let deadline = Deadline::after(args.timeout_seconds);
+    let db = super::open(config, args.enqueue_connections + 4, args.shared_database).await?;
+    let mut machine = Machine::probe(&db.pool).await?;
+    let per_executor = (args.workers / args.executors).max(1);
+    let mut pools = Vec::new();
+    for _ in 0..args.executors {
+        pools.push(
+            PgPoolOptions::new()
+                // Claims, completions and one fence per attempt in flight, plus the listener
+                // and the sweeps.
+                .max_connections(per_executor + 4)
+                .acquire_timeout(Duration::from_secs(30))
+                .connect(&db.url)
+                .await
+                .context("cannot connect the executor's pool")?,
+        );
+    }
+    let adapter = Arc::new(NoopAdapter::default());
+    let registry = registry(adapter.clone(), args.notify.on())?;
+    let bench = Bench {
+        tag: super::run_tag(),
+        pool: db.pool.clone(),
+        url: db.url.clone(),
+        pools,
+        adapter,
+        registry,
+        seen,
+        deadline,
+        args,
+    };
+    let result = if bench.args.backlog == [0] {
+        plain(&bench, &mut machine).await
+    } else {
+        sweep(&bench, &mut machine).await
+    };
+    for pool in &bench.pools {
+        pool.close().await;
+    }
+    let closed = db.close().await;
+    result?;
+    closed
+}
+
+/// The plain run: enqueue N, drain N, ceiling; `--runs` times.
+async fn plain(bench: &Bench, machine: &mut Machine) -> anyhow::Result<()> {
+    let args = &bench.args;
+    let scripts = scripts(args);
+    let mut rows = Vec::new();
+    for run in 1..=args.runs {
+        clean(&bench.pool, args.shared_database, false).await?;
+        let tag = format!("{}:{run}", bench.tag);
+        let lanes = args.lanes;
+        let make = move |i: u64| {
+            let lane = if lanes == 0 { i } else { i % lanes };
+            ActionRequest::new(
+                KIND,
+                format!("bench:{tag}:{lane}"),
+                format!("bench:{tag}:{i}"),
+                json!({ "i": i }),
+            )
+        };
+        let bar = report::counter_bar(args.n, "enqueue");
+        let enqueued = enqueue(
+            &bench.pool,
+            &bench.registry,
+            args.n,
+            args.enqueue_batch as usize,
+            args.enqueue_connections as usize,
+            Arc::new(make),
+            &bar,
+            &bench.deadline,
+        )
+        .await?;
+        bar.finish_and_clear();
+        analyze(&bench.pool).await?;
+        super::checkpoint(&bench.pool).await;
+
+        report::reset_peak_rss();
+        let drained = drain(bench, args.n).await?;
+        let checked = check(&bench.pool, &bench.seen, drained.started_db, drained.ended).await?;
+        ensure!(
+            checked.ended == args.n,
+            "run {run}: {} actions ended, {} were enqueued",
+            checked.ended,
+            args.n
+        );
+        let (rss, rss_peak) = report::rss_mib();
+        let ceilings = ceilings(bench, &scripts, None).await?;
+        let row = row_json(
+            bench,
+            run,
+            0,
+            Some(enqueued),
+            &drained,
+            &checked,
+            &ceilings,
+            (rss, rss_peak),
+        );
+        if args.json {
+            report::json_line(&row)?;
+        }
+        rows.push(row);
+    }
+    machine.end();
+    let summary = summary_json(bench, &rows, machine);
+    if args.json {
+        report::json_line(&summary)?;
+    } else {
+        print_plain(bench, &rows, &summary, machine);
+    }
+    Ok(())
+}
+
+/// The backlog sweep: for each backlog size, top the backlog up, drain N, `--runs` times.
+async fn sweep(bench: &Bench, machine: &mut Machine) -> anyhow::Result<()> {
+    let args = &bench.args;
+    let scripts = scripts(args);
+    let mut rows = Vec::new();
+    let mut per_backlog: Vec<(u64, Vec<Value>)> = Vec::new();
+    clean(&bench.pool, args.shared_database, args.keep_backlog).await?;
+    for &backlog in &args.backlog {
+        let mut these = Vec::new();
+        for run in 1..=args.runs {
+            clean(&bench.pool, args.shared_database, true).await?;
+            // A due backlog is the queue: N are drained off its front, so it holds B + N.
+            let target = if args.backlog_not_due {
+                backlog
+            } else {
+                backlog + args.n
+            };
+            top_up(bench, target).await?;
+            let mut enqueued = None;
+            if args.backlog_not_due {
+                let tag = format!("{}:{backlog}:{run}", bench.tag);
+                let make = move |i: u64| {
+                    ActionRequest::new(
+                        KIND,
+                        format!("bench:{tag}:{i}"),
+                        format!("bench:{tag}:{i}"),
+                        json!({ "i": i }),
+                    )
+                };
+                let bar = report::counter_bar(args.n, "enqueue");
+                enqueued = Some(
+                    enqueue(
+                        &bench.pool,
+                        &bench.registry,
+                        args.n,
+                        args.enqueue_batch as usize,
+                        args.enqueue_connections as usize,
+                        Arc::new(make),
+                        &bar,
+                        &bench.deadline,
+                    )
+                    .await?,
+                );
+                bar.finish_and_clear();
+            }
+            analyze(&bench.pool).await?;
+            super::checkpoint(&bench.pool).await;
+            report::reset_peak_rss();
+            let drained = drain(bench, args.n).await?;
+            let checked =
+                check(&bench.pool, &bench.seen, drained.started_db, drained.ended).await?;
+            ensure!(
+                checked.ended >= args.n,
+                "backlog {backlog} run {run}: {} actions ended, {} wanted",
+                checked.ended,
+                args.n
+            );
+            let (rss, rss_peak) = report::rss_mib();
+            let ceilings = ceilings(bench, &scripts, Some(backlog)).await?;
+            let mut row = row_json(
+                bench,
+                run,
+                backlog,
+                enqueued,
+                &drained,
+                &checked,
+                &ceilings,
+                (rss, rss_peak),
+            );
+            row["table_mib"] = json!(table_mib(&bench.pool).await?);
+            if args.json {
+                report::json_line(&row)?;
+            }
+            these.push(row.clone());
+            rows.push(row);
+        }
+        per_backlog.push((backlog, these));
+    }
+    if !args.keep_backlog {
+        clean(&bench.pool, args.shared_database, false).await?;
+    }
+    machine.end();
+    let first_p50 = per_backlog
+        .first()
+        .and_then(|(_, r)| median(&field(r, &["claim_ms", "p50"])));
+    let backlogs: Vec<Value> = per_backlog
+        .iter()
+        .map(|(backlog, r)| {
+            let claim_p50 = median(&field(r, &["claim_ms", "p50"]));
+            json!({
+                "backlog": backlog,
+                "jobs_per_second": median(&field(r, &["jobs_per_second"])),
+                "claim_ms": {
+                    "p50": claim_p50,
+                    "p99": median(&field(r, &["claim_ms", "p99"])),
+                },
+                "claim_p50_ratio": claim_p50.zip(first_p50).and_then(|(a, b)| ratio(a, b)),
+                "actions_per_claim": median(&field(r, &["actions_per_claim"])),
+                "rss_mib": median(&field(r, &["rss_mib"])),
+                "rss_peak_mib": median(&field(r, &["rss_peak_mib"])),
+                "table_mib": median(&field(r, &["table_mib"])),
+                "ceiling": ceiling_summary(r),
+            })
+        })
+        .collect();
+    let mut summary = summary_json(bench, &rows, machine);
+    summary["backlogs"] = json!(backlogs);
+    if args.json {
+        report::json_line(&summary)?;
+    } else {
+        print_sweep(bench, &rows, &backlogs, machine);
+    }
+    Ok(())
+}
+
+fn scripts(args: &OutboxArgs) -> Vec<Script> {
+    if args.ceiling_seconds == 0 {
+        Vec::new()
+    } else {
+        args.ceiling_script.scripts()
+    }
+}
+
+/// The pgbench ceilings of one run, at the same concurrency as the executor.
+async fn ceilings(
+    bench: &Bench,
+    scripts: &[Script],
+    backlog: Option<u64>,
+) -> anyhow::Result<Vec<Measured>> {
+    let args = &bench.args;
+    let mut out = Vec::new();
+    for &script in scripts {
+        bench
+            .deadline
+            .check(|| format!("before the {} ceiling", script.name()))?;
+        // run.sh's own sizing (drains far less than this in the time), raised to the backlog.
+        let auto = match script {
+            Script::ClaimFenceCompleteBatch => 50_000,
+            _ => 20_000,
+        } * u64::from(args.ceiling_seconds);
+        let rows = backlog.map(|b| b.max(auto).max(100_000));
+        let spinner = crate::cmd::progress::spinner(&format!("pgbench {}", script.name()));
+        let measured = ceiling::measure(
+            &bench.url,
+            ceiling::Request {
+                script,
+                clients: args.workers,
+                seconds: args.ceiling_seconds,
+                batch: args.claim_batch,
+                rows,
+            },
+        )
+        .await;
+        spinner.finish_and_clear();
+        out.push(measured?);
+    }
+    Ok(out)
+}
+
+/// Deletes earlier runs' benchmark rows so every run starts alike, then vacuums. With
+/// `keep_backlog` the unstarted backlog rows stay. Without `shared` (the database holds
+/// nothing but benchmark rows, checked at open) a TRUNCATE does it at once.
+pub async fn clean(pool: &PgPool, shared: bool, keep_backlog: bool) -> anyhow::Result<()> {
+    if !shared && !keep_backlog {
+        sqlx::query("TRUNCATE wharf.action").execute(pool).await?;
+    } else {
+        // Ended rows through the ended-at index, then anything else that is not backlog.
+        for statement in [
+            "DELETE FROM wharf.action WHERE id IN (SELECT id FROM wharf.action
+              WHERE ended_at IS NOT NULL AND kind LIKE 'bench.%' LIMIT $1)",
+            "DELETE FROM wharf.action WHERE id IN (SELECT id FROM wharf.action
+              WHERE ended_at IS NULL AND kind LIKE 'bench.%'
+                AND NOT (idempotency_key LIKE 'bench:backlog:%' AND state = 'ADMITTED')
+              LIMIT $1)",
+        ] {
+            // Bounded: a table of 100 M rows is 10 000 batches.
+            for _ in 0..10_000 {
+                let deleted = sqlx::query(statement)
+                    .bind(CLEAN_BATCH)
+                    .execute(pool)
+                    .await?
+                    .rows_affected();
+                if deleted < CLEAN_BATCH as u64 {
+                    break;
+                }
+            }
+        }
+    }
+    sqlx::query("VACUUM wharf.action").execute(pool).await?;
+    Ok(())
+}
+
+async fn analyze(pool: &PgPool) -> anyhow::Result<()> {
+    sqlx::query("ANALYZE wharf.action").execute(pool).await?;
+    Ok(())
+}
+
+async fn table_mib(pool: &PgPool) -> anyhow::Result<f64> {
+    let bytes: i64 = sqlx::query_scalar("SELECT pg_total_relation_size('wharf.action')")
+        .fetch_one(pool)
+        .await?;
+    Ok(bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// What an enqueue phase did.
+#[derive(Debug, Clone, Copy)]
+struct Enqueued {
+    seconds: f64,
+    count: u64,
+}
+
+/// Enqueues `n` requests built by `make(i)`, `batch` per `enqueue_many` call (each its own
+/// committed transaction), on `connections` connections at once.
+#[allow(clippy::too_many_arguments)]
+async fn enqueue(
+    pool: &PgPool,
+    registry: &Arc<Registry>,
+    n: u64,
+    batch: usize,
+    connections: usize,
+    make: Arc<dyn Fn(u64) -> ActionRequest + Send + Sync>,
+    bar: &indicatif::ProgressBar,
+    deadline: &Deadline,
+) -> anyhow::Result<Enqueued> {
+    let next = Arc::new(AtomicU64::new(0));
+    let batch = batch as u64;
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..connections.max(1) {
+        let (pool, registry, next, make, bar, deadline) = (
+            pool.clone(),
+            registry.clone(),
+            next.clone(),
+            make.clone(),
+            bar.clone(),
+            *deadline,
+        );
+        tasks.spawn(async move {
+            let mut created = 0u64;
+            loop {
+                let from = next.fetch_add(batch, Ordering::Relaxed);
+                if from >= n {
+                    return anyhow::Ok(created);
+                }
+                deadline.check(|| format!("enqueuing ({from} of {n})"))?;
+                let to = (from + batch).min(n);
+                let reqs: Vec<ActionRequest> = (from..to).map(|i| make(i)).collect();
+                let mut tx = pool.begin().await?;
+                let out = enqueue_many(&mut tx, &registry, reqs).await?;
+                tx.commit().await?;
+                let fresh = out.iter().filter(|e| e.created).count() as u64;
+                ensure!(
+                    fresh == to - from,
+                    "{} of {} benchmark actions already existed (idempotency keys reused?)",
+                    (to - from) - fresh,
+                    to - from
+                );
+                created += fresh;
+                bar.inc(to - from);
+            }
+        });
+    }
+    let mut count = 0;
+    while let Some(joined) = tasks.join_next().await {
+        count += joined.context("an enqueue task panicked")??;
+    }
+    Ok(Enqueued {
+        seconds: started.elapsed().as_secs_f64(),
+        count,
+    })
+}
+
+/// Tops the unstarted backlog (keys `bench:backlog:…`) up to `target` rows, due now or a year
+/// ahead, spread over `--backlog-lanes` lanes.
+async fn top_up(bench: &Bench, target: u64) -> anyhow::Result<()> {
+    let args = &bench.args;
+    let have: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM wharf.action
+          WHERE kind = $1 AND state = 'ADMITTED' AND idempotency_key LIKE 'bench:backlog:%'",
+    )
+    .bind(KIND)
+    .fetch_one(&bench.pool)
+    .await?;
+    let have = have.max(0) as u64;
+    if have >= target {
+        return Ok(());
+    }
+    let add = target - have;
+    eprintln!(
+        "bench: adding {add} backlog rows ({} → {target}, about {} MiB with indexes)",
+        have,
+        add * ROW_BYTES_ESTIMATE / (1024 * 1024)
+    );
+    let tag = format!("{}:{have}", bench.tag);
+    let lanes = args.backlog_lanes;
+    let run_at = args
+        .backlog_not_due
+        .then(|| Utc::now() + chrono::Duration::days(365));
+    let make = move |i: u64| {
+        let position = have + i;
+        let lane = if lanes == 0 {
+            format!("bench:b:{tag}:{i}")
+        } else {
+            format!("bench:bl:{}", position % lanes)
+        };
+        let mut req = ActionRequest::new(KIND, lane, format!("bench:backlog:{tag}:{i}"), json!({}));
+        req.run_at = run_at;
+        req
+    };
+    // No wake-up hints for the prefill: nobody listens yet, and it saves a NOTIFY per batch.
+    let prefill = registry(bench.adapter.clone(), false)?;
+    let bar = report::counter_bar(add, "prefill");
+    enqueue(
+        &bench.pool,
+        &prefill,
+        add,
+        PREFILL_BATCH,
+        PREFILL_CONNECTIONS,
+        Arc::new(make),
+        &bar,
+        &bench.deadline,
+    )
+    .await?;
+    bar.finish_and_clear();
+    sqlx::query("VACUUM ANALYZE wharf.action")
+        .execute(&bench.pool)
+        .await?;
+    Ok(())
+}
+
+/// Runs the executors until `target` more `bench.noop` actions have ended (as the executor's
+/// own `wharf_action_ended_total` counts them, i.e. after their completion committed), then
+/// shuts them down gracefully.
+async fn drain(bench: &Bench, target: u64) -> anyhow::Result<Drained> {
+    let args = &bench.args;
+    let seen = &bench.seen;
+    let ended_now = || seen.counter_sum(names::ENDED_TOTAL, &[("kind", KIND)]);
+    for name in [
+        names::CLAIM_SECONDS,
+        names::EXECUTION_SECONDS,
+        FENCE_SECONDS,
+    ] {
+        seen.take_samples(name);
+    }
+    let refused_before = bench.adapter.refused();
+    let mut config = ExecutorConfig::default();
+    config.claim_batch_max = args.claim_batch;
+    config.claim_scan_max = args.claim_scan;
+    config.concurrency_max = (args.workers / args.executors).max(1);
+    config.per_kind_concurrency_max = config.concurrency_max;
+    config.completion_batch_max = args.completion_batch;
+    config.notify = args.notify.on();
+    let executors = bench
+        .pools
+        .iter()
+        .map(|pool| Executor::new(pool.clone(), bench.registry.clone(), config.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let started_db: DateTime<Utc> = sqlx::query_scalar("SELECT now()")
+        .fetch_one(&bench.pool)
+        .await?;
+    let base = ended_now();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let bar = report::counter_bar(target, "drain");
+    let started = Instant::now();
+    let mut running = tokio::task::JoinSet::new();
+    for executor in executors {
+        let mut stopped = stopped.clone();
+        running.spawn(async move {
+            executor
+                .run(async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                })
+                .await
+        });
+    }
+    // Polled every millisecond: the end is seen within a millisecond of the last completion.
+    let waited = loop {
+        let ended = ended_now() - base;
+        bar.set_position(ended.min(target));
+        if ended >= target {
+            break Ok(started.elapsed());
+        }
+        if bench.adapter.refused() > refused_before {
+            break Err(anyhow::anyhow!(
+                "the fence refused {} attempt(s): the run did not do the work asked",
+                bench.adapter.refused() - refused_before
+            ));
+        }
+        if let Err(e) = bench
+            .deadline
+            .check(|| format!("draining ({ended} of {target} ended)"))
+        {
+            break Err(e);
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    bar.finish_and_clear();
+    let _ = stop.send(true);
+    // The executor's own shutdown grace (30 s) bounds this; the margin catches a hang.
+    let joined = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut result = Ok(());
+        while let Some(joined) = running.join_next().await {
+            match joined {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => result = Err(anyhow::Error::from(e)),
+                Err(e) => result = Err(anyhow::anyhow!("an executor panicked: {e}")),
+            }
+        }
+        result
+    })
+    .await;
+    let elapsed = waited?;
+    joined.context("the executors did not stop within 60 s")??;
+    let ms = |name: &str| -> Vec<f64> {
+        seen.take_samples(name)
+            .into_iter()
+            .map(|s| s * 1_000.0)
+            .collect()
+    };
+    Ok(Drained {
+        seconds: elapsed.as_secs_f64(),
+        ended: ended_now() - base,
+        claim_ms: ms(names::CLAIM_SECONDS),
+        fence_ms: ms(FENCE_SECONDS),
+        execution_ms: ms(names::EXECUTION_SECONDS),
+        started_db,
+    })
+}
+
+/// What the database says about the actions a drain ended.
+pub struct Checked {
+    /// Actions ended since the drain started.
+    pub ended: u64,
+    /// Completion latency (write started → ended, database clock), median.
+    pub completion_p50_ms: Option<f64>,
+    /// The same, 99th percentile.
+    pub completion_p99_ms: Option<f64>,
+}
+
+/// Every `bench.noop` action that ended `since` must be DONE on its first attempt and first
+/// claim, fenced, without payload; the database must show at least the `counted` ends the
+/// executor reported; the executor must have counted only `done` results.
+pub async fn check(
+    pool: &PgPool,
+    seen: &Seen,
+    since: DateTime<Utc>,
+    counted: u64,
+) -> anyhow::Result<Checked> {
+    let (ended, clean, p50, p99): (i64, i64, Option<f64>, Option<f64>) = sqlx::query_as(
+        "SELECT count(*),
+                count(*) FILTER (WHERE state = 'DONE' AND attempt = 1 AND epoch = 1
+                                   AND payload IS NULL AND write_started_at IS NOT NULL),
+                percentile_cont(0.5) WITHIN GROUP
+                    (ORDER BY extract(epoch FROM ended_at - write_started_at)) * 1000,
+                percentile_cont(0.99) WITHIN GROUP
+                    (ORDER BY extract(epoch FROM ended_at - write_started_at)) * 1000
+           FROM wharf.action
+          WHERE kind = $1 AND ended_at >= $2",
+    )
+    .bind(KIND)
+    .bind(since)
+    .fetch_one(pool)
+    .await?;
+    ensure!(
+        ended == clean,
+        "{} of {ended} ended actions were not DONE on their first attempt: the run did not do \
+         the work asked",
+        ended - clean
+    );
+    ensure!(
+        ended as u64 >= counted,
+        "the executor counted {counted} ended actions, the database shows {ended}"
+    );
+    let all = seen.counter_sum(names::ATTEMPTS_TOTAL, &[("kind", KIND)]);
+    let done = seen.counter_sum(names::ATTEMPTS_TOTAL, &[("kind", KIND), ("result", "done")]);
+    ensure!(
+        all == done,
+        "attempts other than done were counted: {:?}",
+        seen.counters_named(names::ATTEMPTS_TOTAL)
+    );
+    Ok(Checked {
+        ended: ended as u64,
+        completion_p50_ms: p50,
+        completion_p99_ms: p99,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row_json(
+    bench: &Bench,
+    run: u32,
+    backlog: u64,
+    enqueued: Option<Enqueued>,
+    drained: &Drained,
+    checked: &Checked,
+    ceilings: &[Measured],
+    (rss, rss_peak): (Option<f64>, Option<f64>),
+) -> Value {
+    let args = &bench.args;
+    let jobs_per_second = drained.ended as f64 / drained.seconds;
+    let claims = drained.claim_ms.len() as u64;
+    let ceiling: Vec<Value> = ceilings
+        .iter()
+        .map(|m| {
+            json!({
+                "script": m.script, "clients": m.clients, "rows": m.rows, "batch": m.batch,
+                "jobs_per_second": m.rate(), "latency_ms_avg": m.latency_ms_avg,
+                "ratio": ratio(jobs_per_second, m.rate()),
+            })
+        })
+        .collect();
+    json!({
+        "system": "wharf", "command": "outbox", "version": env!("CARGO_PKG_VERSION"), "run": run,
+        "n": args.n, "workers": args.workers, "executors": args.executors, "lanes": args.lanes,
+        "enqueue_batch": args.enqueue_batch, "enqueue_connections": args.enqueue_connections,
+        "claim_batch": args.claim_batch, "claim_scan": args.claim_scan,
+        "completion_batch": args.completion_batch, "notify": args.notify.on(),
+        "backlog": backlog, "backlog_lanes": args.backlog_lanes,
+        "backlog_due": !args.backlog_not_due,
+        "enqueue_seconds": enqueued.map(|e| e.seconds),
+        "enqueue_per_second": enqueued.map(|e| e.count as f64 / e.seconds),
+        "drain_seconds": drained.seconds,
+        "drained": drained.ended,
+        "jobs_per_second": jobs_per_second,
+        "claim_ms": Distribution::of(drained.claim_ms.clone()),
+        "claims": claims,
+        "actions_per_claim": ratio(drained.ended as f64, claims as f64),
+        "fence_ms": Distribution::of(drained.fence_ms.clone()),
+        "execution_ms": Distribution::of(drained.execution_ms.clone()),
+        "completion_ms": {"p50": checked.completion_p50_ms, "p99": checked.completion_p99_ms},
+        "rss_mib": rss, "rss_peak_mib": rss_peak,
+        "ceiling": ceiling,
+        "ratio_ceiling": ceilings.first().and_then(|m| ratio(jobs_per_second, m.rate())),
+    })
+}
+
+/// The numbers at `path` in each row.
+fn field(rows: &[Value], path: &[&str]) -> Vec<f64> {
+    rows.iter()
+        .filter_map(|r| path.iter().try_fold(r, |v, k| v.get(k))?.as_f64())
+        .collect()
+}
+
+/// Per ceiling script: the median ceiling rate and the median of the per-run ratios.
+fn ceiling_summary(rows: &[Value]) -> Vec<Value> {
+    let Some(first) = rows.first() else {
+        return Vec::new();
+    };
+    let count = first["ceiling"].as_array().map_or(0, Vec::len);
+    (0..count)
+        .map(|i| {
+            let at = |key: &str| -> Vec<f64> {
+                rows.iter()
+                    .filter_map(|r| r["ceiling"].get(i)?.get(key)?.as_f64())
+                    .collect()
+            };
+            json!({
+                "script": first["ceiling"][i]["script"],
+                "batch": first["ceiling"][i]["batch"],
+                "jobs_per_second": Spread::of(&at("jobs_per_second")),
+                "ratio": Spread::of(&at("ratio")),
+            })
+        })
+        .collect()
+}
+
+fn summary_json(bench: &Bench, rows: &[Value], machine: &Machine) -> Value {
+    let args = &bench.args;
+    let dist = |key: &str| {
+        json!({
+            "p50": median(&field(rows, &[key, "p50"])),
+            "p99": median(&field(rows, &[key, "p99"])),
+            "max": median(&field(rows, &[key, "max"])),
+        })
+    };
+    let ceiling = ceiling_summary(rows);
+    json!({
+        "system": "wharf", "command": "outbox", "summary": true, "runs": rows.len(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "n": args.n, "workers": args.workers, "executors": args.executors, "lanes": args.lanes,
+        "enqueue_batch": args.enqueue_batch, "claim_batch": args.claim_batch,
+        "claim_scan": args.claim_scan, "completion_batch": args.completion_batch,
+        "notify": args.notify.on(), "backlog_lanes": args.backlog_lanes,
+        "enqueue_per_second": median(&field(rows, &["enqueue_per_second"])),
+        "jobs_per_second": median(&field(rows, &["jobs_per_second"])),
+        "jobs_per_second_spread": Spread::of(&field(rows, &["jobs_per_second"])),
+        "claim_ms": dist("claim_ms"),
+        "actions_per_claim": median(&field(rows, &["actions_per_claim"])),
+        "fence_ms": dist("fence_ms"),
+        "completion_ms": {
+            "p50": median(&field(rows, &["completion_ms", "p50"])),
+            "p99": median(&field(rows, &["completion_ms", "p99"])),
+        },
+        "rss_peak_mib": median(&field(rows, &["rss_peak_mib"])),
+        "ceiling": ceiling,
+        "ratio_ceiling": median(&field(rows, &["ratio_ceiling"])),
+        "machine": machine,
+    })
+}
+
+fn get(v: &Value, path: &[&str]) -> Option<f64> {
+    path.iter().try_fold(v, |v, k| v.get(k))?.as_f64()
+}
+
+fn ceiling_cells(row: &Value, header: &mut Vec<String>, cells: &mut Vec<String>) {
+    for c in row["ceiling"].as_array().into_iter().flatten() {
+        let name = match c["script"].as_str() {
+            Some("claim_fence_complete_batch") => "batch",
+            _ => "single",
+        };
+        header.push(format!("{name} ceiling/s"));
+        header.push(format!("×{name}"));
+        cells.push(report::cell(c["jobs_per_second"].as_f64(), 0));
+        cells.push(report::cell(c["ratio"].as_f64(), 2));
+    }
+}
+
+fn print_plain(bench: &Bench, rows: &[Value], summary: &Value, machine: &Machine) {
+    let args = &bench.args;
+    println!(
+        "wharf bench outbox  n={} workers={} executors={} lanes={} claim_batch={} completion_batch={} notify={}  ({} runs)",
+        args.n,
+        args.workers,
+        args.executors,
+        if args.lanes == 0 {
+            "per-action".to_owned()
+        } else {
+            args.lanes.to_string()
+        },
+        args.claim_batch,
+        args.completion_batch,
+        if args.notify.on() { "on" } else { "off" },
+        rows.len()
+    );
+    println!("{}", machine.line());
+    let mut header: Vec<String> = [
+        "run",
+        "enqueue/s",
+        "drain jobs/s",
+        "claim p50/p99 ms",
+        "per claim",
+        "fence p50/p99 ms",
+        "compl. p50/p99 ms",
+        "rss MiB",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut table = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let mut h = Vec::new();
+        let mut cells = vec![
+            row["run"].to_string(),
+            report::cell(get(row, &["enqueue_per_second"]), 0),
+            report::cell(get(row, &["jobs_per_second"]), 0),
+            report::pair(
+                get(row, &["claim_ms", "p50"]),
+                get(row, &["claim_ms", "p99"]),
+                2,
+            ),
+            report::cell(get(row, &["actions_per_claim"]), 1),
+            report::pair(
+                get(row, &["fence_ms", "p50"]),
+                get(row, &["fence_ms", "p99"]),
+                2,
+            ),
+            report::pair(
+                get(row, &["completion_ms", "p50"]),
+                get(row, &["completion_ms", "p99"]),
+                2,
+            ),
+            report::cell(get(row, &["rss_peak_mib"]), 0),
+        ];
+        ceiling_cells(row, &mut h, &mut cells);
+        if i == 0 {
+            header.extend(h);
+        }
+        table.push(cells);
+    }
+    let mut cells = vec![
+        "median".to_owned(),
+        report::cell(get(summary, &["enqueue_per_second"]), 0),
+        report::cell(get(summary, &["jobs_per_second"]), 0),
+        report::pair(
+            get(summary, &["claim_ms", "p50"]),
+            get(summary, &["claim_ms", "p99"]),
+            2,
+        ),
+        report::cell(get(summary, &["actions_per_claim"]), 1),
+        report::pair(
+            get(summary, &["fence_ms", "p50"]),
+            get(summary, &["fence_ms", "p99"]),
+            2,
+        ),
+        report::pair(
+            get(summary, &["completion_ms", "p50"]),
+            get(summary, &["completion_ms", "p99"]),
+            2,
+        ),
+        report::cell(get(summary, &["rss_peak_mib"]), 0),
+    ];
+    for c in summary["ceiling"].as_array().into_iter().flatten() {
+        cells.push(report::cell(get(c, &["jobs_per_second", "median"]), 0));
+        cells.push(report::cell(get(c, &["ratio", "median"]), 2));
+    }
+    table.push(cells);
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    report::table(&header, &table);
+}
+
+fn print_sweep(bench: &Bench, rows: &[Value], backlogs: &[Value], machine: &Machine) {
+    let args = &bench.args;
+    println!(
+        "wharf bench outbox --backlog  n={} workers={} backlog_lanes={} backlog {}  ({} runs each)",
+        args.n,
+        args.workers,
+        if args.backlog_lanes == 0 {
+            "per-row".to_owned()
+        } else {
+            args.backlog_lanes.to_string()
+        },
+        if args.backlog_not_due {
+            "not due"
+        } else {
+            "due"
+        },
+        args.runs
+    );
+    println!("{}", machine.line());
+    let mut header: Vec<String> = [
+        "backlog",
+        "run",
+        "drain jobs/s",
+        "claim p50/p99 ms",
+        "per claim",
+        "rss/peak MiB",
+        "table MiB",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut table = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let mut h = Vec::new();
+        let mut cells = vec![
+            row["backlog"].to_string(),
+            row["run"].to_string(),
+            report::cell(get(row, &["jobs_per_second"]), 0),
+            report::pair(
+                get(row, &["claim_ms", "p50"]),
+                get(row, &["claim_ms", "p99"]),
+                2,
+            ),
+            report::cell(get(row, &["actions_per_claim"]), 1),
+            report::pair(get(row, &["rss_mib"]), get(row, &["rss_peak_mib"]), 0),
+            report::cell(get(row, &["table_mib"]), 0),
+        ];
+        ceiling_cells(row, &mut h, &mut cells);
+        if i == 0 {
+            header.extend(h);
+        }
+        table.push(cells);
+    }
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    report::table(&header, &table);
+    println!();
+    let summary: Vec<Vec<String>> = backlogs
+        .iter()
+        .map(|b| {
+            vec![
+                b["backlog"].to_string(),
+                report::cell(get(b, &["jobs_per_second"]), 0),
+                report::pair(
+                    get(b, &["claim_ms", "p50"]),
+                    get(b, &["claim_ms", "p99"]),
+                    2,
+                ),
+                report::cell(get(b, &["claim_p50_ratio"]), 2),
+                report::cell(get(b, &["rss_peak_mib"]), 0),
+            ]
+        })
+        .collect();
+    report::table(
+        &[
+            "backlog",
+            "median jobs/s",
+            "claim p50/p99 ms",
+            "claim p50 ×first",
+            "rss peak MiB",
+        ],
+        &summary,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_read_nested_numbers() {
+        let rows = vec![
+            json!({"a": {"b": 1.5}}),
+            json!({"a": {"b": null}}),
+            json!({"a": 3}),
+        ];
+        assert_eq!(field(&rows, &["a", "b"]), vec![1.5]);
+        assert_eq!(field(&rows, &["a"]), vec![3.0]);
+    }
+}

@@ -1,0 +1,214 @@
+//! What every benchmark report carries besides its figures: the machine and server it ran on,
+//! the process's memory, progress bars, and the formatting of table cells.
+//!
+//! Owns: [`Machine`] (cores, memory, PostgreSQL version and durability settings, load average
+//! before and after, wharf version and commit), RSS readings, the counter bar. Must not know:
+//! any benchmark's figures.
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use sqlx::PgPool;
+
+/// Where a report was measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// CPUs this process may use.
+    pub cores: usize,
+    /// Physical memory, MiB.
+    pub memory_mib: Option<u64>,
+    /// `SHOW server_version`.
+    pub server_version: String,
+    /// `SHOW fsync`.
+    pub fsync: String,
+    /// `SHOW synchronous_commit`.
+    pub synchronous_commit: String,
+    /// `SHOW shared_buffers`.
+    pub shared_buffers: String,
+    /// `/proc/loadavg` (1, 5, 15 minutes) when the command started.
+    pub load_start: String,
+    /// The same when it ended.
+    pub load_end: String,
+    /// wharf's version.
+    pub version: &'static str,
+    /// The checkout's commit, when the binary runs from one.
+    pub commit: String,
+}
+
+impl Machine {
+    /// Reads the machine and the server now (the load at the end is filled in by [`Machine::end`]).
+    pub async fn probe(pool: &PgPool) -> anyhow::Result<Machine> {
+        let show = |setting: &'static str| async move {
+            sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(format!("SHOW {setting}")))
+                .fetch_one(pool)
+                .await
+        };
+        let version = show("server_version").await?;
+        Ok(Machine {
+            cores: std::thread::available_parallelism().map_or(1, usize::from),
+            memory_mib: memory_mib(),
+            server_version: version
+                .split_whitespace()
+                .next()
+                .unwrap_or(&version)
+                .to_owned(),
+            fsync: show("fsync").await?,
+            synchronous_commit: show("synchronous_commit").await?,
+            shared_buffers: show("shared_buffers").await?,
+            load_start: load_average(),
+            load_end: String::new(),
+            version: env!("CARGO_PKG_VERSION"),
+            commit: git_commit(),
+        })
+    }
+
+    /// Records the load average at the end.
+    pub fn end(&mut self) {
+        self.load_end = load_average();
+    }
+
+    /// One line for the top of a human report.
+    pub fn line(&self) -> String {
+        format!(
+            "machine: {} cores, {} MiB, PostgreSQL {} (fsync={}, synchronous_commit={}, shared_buffers={}), load {} → {}, wharf {} {}",
+            self.cores,
+            self.memory_mib.map_or("?".into(), |m| m.to_string()),
+            self.server_version,
+            self.fsync,
+            self.synchronous_commit,
+            self.shared_buffers,
+            self.load_start,
+            self.load_end,
+            self.version,
+            self.commit,
+        )
+    }
+}
+
+/// The 1, 5 and 15 minute load averages.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "?".into())
+}
+
+fn memory_mib() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = info
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kib / 1024)
+}
+
+/// The commit of the checkout the binary was built in, asked of git next to the executable
+/// (there is no build script to stamp it in). "unknown" outside a checkout; "-dirty" when the
+/// tree has changes, since a figure from uncommitted code cannot be reproduced from the hash.
+fn git_commit() -> String {
+    let dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
+    let git = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("git");
+        if let Some(dir) = &dir {
+            cmd.current_dir(dir);
+        }
+        cmd.args(args)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(hash) => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if dirty { format!("{hash}-dirty") } else { hash }
+        }
+        None => "unknown".into(),
+    }
+}
+
+/// This process's resident set now and its peak since the last [`reset_peak_rss`], MiB.
+pub fn rss_mib() -> (Option<f64>, Option<f64>) {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return (None, None);
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kib| kib.parse::<f64>().ok())
+            .map(|kib| kib / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Resets the peak resident set to the current one (Linux: `5` into `/proc/self/clear_refs`),
+/// so the peak after a phase is that phase's own. Harmless where unsupported.
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// A progress bar counting to `len` on stderr; drawn only on a terminal.
+pub fn counter_bar(len: u64, message: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} {per_sec} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(message.to_owned());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// A number for a table cell: `-` when absent, otherwise with `decimals` digits.
+pub fn cell(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "-".into(), |v| format!("{v:.decimals$}"))
+}
+
+/// Two numbers as `a/b` for a table cell.
+pub fn pair(a: Option<f64>, b: Option<f64>, decimals: usize) -> String {
+    format!("{}/{}", cell(a, decimals), cell(b, decimals))
+}
+
+/// Prints one JSON value as one line on stdout.
+pub fn json_line(value: &impl Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string(value)?);
+    Ok(())
+}
+
+/// Prints rows as a table with left-aligned columns sized to their widest cell.
+pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, c) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(c.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let w = widths.get(i).copied().unwrap_or(0);
+            out.push_str(c);
+            if i + 1 < cells.len() {
+                out.push_str(&" ".repeat(w.saturating_sub(c.chars().count()) + 2));
+            }
+        }
+        println!("{}", out.trim_end());
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
