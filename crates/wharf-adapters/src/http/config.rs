@@ -21,10 +21,19 @@ use serde::Deserialize;
 use super::Error;
 use super::guard::{AddressGuard, Cidr};
 
-/// The longest total timeout accepted, in milliseconds: the executor refuses to start a
-/// provider call with less than its fence margin (default 60 s) of lease left, and the call
-/// must end inside that margin with time to spare for recording the result.
-pub const TOTAL_TIMEOUT_MS_MAX: u64 = 55_000;
+/// The longest total timeout accepted, in milliseconds. An HTTP kind's call timeout is
+/// `connect_timeout_ms + total_timeout_ms + CALL_SLACK_MS` (a name lookup before the fence,
+/// then the request), and the executor requires it below its fence margin (default 60 s):
+/// with both maxima that is 10 + 45 + 2 = 57 s.
+pub const TOTAL_TIMEOUT_MS_MAX: u64 = 45_000;
+
+/// The longest connect timeout accepted, in milliseconds (see [`TOTAL_TIMEOUT_MS_MAX`]). A
+/// receiver that needs longer than 10 s to accept a connection is down.
+pub const CONNECT_TIMEOUT_MS_MAX: u64 = 10_000;
+
+/// Time an HTTP kind's call timeout allows beyond the lookup and the request, in milliseconds:
+/// signing and the fence's short transaction.
+pub const CALL_SLACK_MS: u64 = 2_000;
 
 /// The most response bytes the sender will read, whatever the configuration says. Responses are
 /// read only for a short reference, never stored whole.
@@ -41,7 +50,8 @@ pub const USER_AGENT_BYTES_MAX: usize = 256;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpSenderConfig {
-    /// Time to open a TCP connection (and finish TLS), in milliseconds. Default 5 000: long
+    /// Time to resolve the host and open a TCP connection (and finish TLS), in milliseconds,
+    /// at most [`CONNECT_TIMEOUT_MS_MAX`]. Default 5 000: long
     /// enough for a cross-continent handshake with a lost SYN, short enough that a dead
     /// receiver costs a retry rather than the whole call budget. Must be below
     /// `total_timeout_ms`, so a connection that never opened is always recognised as such
@@ -50,8 +60,8 @@ pub struct HttpSenderConfig {
     /// Time for a whole delivery: connect, send, and read the response head and up to
     /// `response_bytes_max` of its body, in milliseconds. Default 30 000, at most
     /// [`TOTAL_TIMEOUT_MS_MAX`]: half the default fence margin, so the result is recorded
-    /// long before the lease could pass to another worker. The kind's call timeout (from the
-    /// executor) lowers it further when it is shorter.
+    /// long before the lease could pass to another worker. What is left of the kind's call
+    /// timeout lowers it further when that is shorter.
     pub total_timeout_ms: u64,
     /// Networks the private-address guard admits although they are not public, in CIDR
     /// notation (`10.0.0.0/8`, `fd00::/8`, or one address). Default empty: only public
@@ -89,15 +99,26 @@ impl Default for HttpSenderConfig {
 }
 
 impl HttpSenderConfig {
+    /// The call timeout an HTTP kind declares: a lookup, the request, and
+    /// [`CALL_SLACK_MS`].
+    pub fn call_timeout_ms(&self) -> u64 {
+        self.connect_timeout_ms + self.total_timeout_ms + CALL_SLACK_MS
+    }
+
     /// Checks every key against its bounds; the first broken rule is the error.
     pub fn validate(&self) -> Result<(), Error> {
-        if self.connect_timeout_ms == 0 {
-            return Err(Error::config("connect_timeout_ms", "must be at least 1"));
+        if !(1..=CONNECT_TIMEOUT_MS_MAX).contains(&self.connect_timeout_ms) {
+            return Err(Error::config(
+                "connect_timeout_ms",
+                format!("must be 1..={CONNECT_TIMEOUT_MS_MAX}"),
+            ));
         }
         if self.total_timeout_ms > TOTAL_TIMEOUT_MS_MAX {
             return Err(Error::config(
                 "total_timeout_ms",
-                format!("must be at most {TOTAL_TIMEOUT_MS_MAX} (inside the fence margin)"),
+                format!(
+                    "must be at most {TOTAL_TIMEOUT_MS_MAX} (the call must fit the fence margin)"
+                ),
             ));
         }
         if self.connect_timeout_ms >= self.total_timeout_ms {
@@ -220,7 +241,7 @@ mod tests {
         let base = HttpSenderConfig::default;
         bad(
             HttpSenderConfig {
-                total_timeout_ms: 60_000,
+                total_timeout_ms: 50_000,
                 ..base()
             },
             "total_timeout_ms",
@@ -228,6 +249,14 @@ mod tests {
         bad(
             HttpSenderConfig {
                 connect_timeout_ms: 30_000,
+                ..base()
+            },
+            "connect_timeout_ms",
+        );
+        bad(
+            HttpSenderConfig {
+                connect_timeout_ms: 8_000,
+                total_timeout_ms: 2_000,
                 ..base()
             },
             "connect_timeout_ms",

@@ -59,8 +59,9 @@ pub struct Delivery {
     pub verdict: Verdict,
     /// The response status, when a response head arrived.
     pub status: Option<u16>,
-    /// The start of a 2xx response body, at most `response_bytes_max` bytes, for an adapter
-    /// that reads a reference from it. Empty for other statuses: their bodies are never read.
+    /// The start of a final answer's body (2xx, or a refusal), at most `response_bytes_max`
+    /// bytes, for an adapter that reads a stable outcome from it. Never stored as is. Empty for
+    /// retryable statuses: their bodies are never read.
     pub body: Vec<u8>,
 }
 
@@ -85,6 +86,7 @@ pub struct NetworkSender {
     resolver: Arc<GuardedResolver>,
     dedupe: Arc<Vec<Url>>,
     total_timeout: Duration,
+    call_timeout_ms: u64,
     response_bytes_max: usize,
     retry_after_max: Duration,
 }
@@ -128,6 +130,7 @@ impl NetworkSender {
             resolver,
             dedupe: Arc::new(config.dedupe_prefixes()?),
             total_timeout: Duration::from_millis(config.total_timeout_ms),
+            call_timeout_ms: config.call_timeout_ms(),
             // Validated to at most RESPONSE_BYTES_MAX_LIMIT (1 MiB): fits any usize.
             response_bytes_max: usize::try_from(config.response_bytes_max).unwrap_or(usize::MAX),
             retry_after_max: Duration::from_millis(config.retry_after_max_ms),
@@ -137,6 +140,17 @@ impl NetworkSender {
     /// The configured total timeout: a kind's call timeout should not be longer.
     pub fn total_timeout(&self) -> Duration {
         self.total_timeout
+    }
+
+    /// The call timeout an HTTP kind on this sender declares
+    /// ([`HttpSenderConfig::call_timeout_ms`]).
+    pub fn call_timeout_ms(&self) -> u64 {
+        self.call_timeout_ms
+    }
+
+    /// The address guard, for checking IP-literal URLs already at enqueue.
+    pub fn guard(&self) -> &AddressGuard {
+        &self.resolver.guard
     }
 
     /// Whether the configuration lists `url` as an endpoint that deduplicates by `webhook-id`.
@@ -242,10 +256,12 @@ impl NetworkSender {
             chrono::Utc::now(),
             self.retry_after_max,
         );
-        let body = if matches!(verdict, Verdict::Done { .. }) {
+        let body = if matches!(verdict, Verdict::Done { .. } | Verdict::Failed { .. }) {
+            // A final answer's body may name the receiver's own stable outcome (the envelope
+            // kind reads it); the adapter keeps only a code matched against a closed set.
             read_bounded(&mut response, self.response_bytes_max, deadline).await
         } else {
-            // The status decided; a body could only be diagnostics we must not keep.
+            // A retry is decided by the status alone; do not spend the budget on its body.
             Vec::new()
         };
         Delivery {
@@ -257,7 +273,7 @@ impl NetworkSender {
 }
 
 /// The address in a URL host that is an IP literal (`127.0.0.1`, `[::1]`).
-fn literal_ip(host: &str) -> Option<IpAddr> {
+pub(crate) fn literal_ip(host: &str) -> Option<IpAddr> {
     host.strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host)

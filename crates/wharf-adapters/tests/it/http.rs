@@ -1,9 +1,11 @@
 //! HTTP adapter tests against a real, scripted HTTP server on loopback (`http/server.rs`).
 //!
-//! The sender tests drive the network sender directly and check the verdict of each scripted
-//! case and the copies the server received.
+//! The sender tests here drive the network sender directly and check the verdict of each
+//! scripted case and the copies the server received; `http/webhook.rs` runs the `webhook` kind
+//! through the real executor and the conformance suite.
 
 mod server;
+mod webhook;
 
 use std::time::Duration;
 

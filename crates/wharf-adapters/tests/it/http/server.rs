@@ -76,11 +76,19 @@ pub struct Received {
     pub body: Vec<u8>,
     /// Whether the Standard Webhooks signature verified, when the server has a key.
     pub signature_ok: Option<bool>,
+    /// The status the server answered; `None` when it reset or never answered.
+    pub answered: Option<u16>,
 }
 
 impl Received {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).map(String::as_str)
+    }
+
+    /// Whether the receiver may have kept this copy: it answered 2xx, or it never answered
+    /// (what it did with the request is exactly what the sender cannot know).
+    pub fn kept(&self) -> bool {
+        self.answered.is_none_or(|s| (200..300).contains(&s))
     }
 }
 
@@ -89,6 +97,7 @@ pub struct ScriptedServer {
     addr: SocketAddr,
     log: Arc<Mutex<Vec<Received>>>,
     accepted: Arc<Mutex<usize>>,
+    script: Arc<Mutex<VecDeque<Step>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -109,7 +118,7 @@ impl ScriptedServer {
         let accepted = Arc::new(Mutex::new(0));
         let script = Arc::new(Mutex::new(steps.into_iter().collect::<VecDeque<_>>()));
         let task = tokio::spawn({
-            let (log, accepted) = (log.clone(), accepted.clone());
+            let (log, accepted, script) = (log.clone(), accepted.clone(), script.clone());
             async move {
                 loop {
                     let Ok((stream, _)) = listener.accept().await else {
@@ -127,8 +136,15 @@ impl ScriptedServer {
             addr,
             log,
             accepted,
+            script,
             task,
         }
+    }
+
+    /// Replaces the rest of the script.
+    pub fn set_script(&self, steps: Vec<Step>) {
+        assert!(!steps.is_empty(), "a script needs at least one step");
+        *self.script.lock().unwrap() = steps.into_iter().collect();
     }
 
     /// `http://127.0.0.1:<port><path>`.
@@ -166,11 +182,16 @@ async fn serve(
     script: Arc<Mutex<VecDeque<Step>>>,
     key: Option<VerifyingKey>,
 ) -> std::io::Result<()> {
-    let Some(received) = read_request(&mut stream, key).await? else {
+    let Some(mut received) = read_request(&mut stream, key).await? else {
         return Ok(());
     };
+    let step = next_step(&script);
+    received.answered = match &step {
+        Step::Respond { status, .. } | Step::SlowBody { status, .. } => Some(*status),
+        Step::Reset | Step::Hang(_) => None,
+    };
     log.lock().unwrap().push(received);
-    match next_step(&script) {
+    match step {
         Step::Respond {
             status,
             headers,
@@ -284,6 +305,7 @@ async fn read_request(
         headers,
         body,
         signature_ok,
+        answered: None,
     }))
 }
 
