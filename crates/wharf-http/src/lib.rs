@@ -9,6 +9,7 @@
 
 pub mod actions;
 pub mod auth;
+pub mod dead_letters;
 pub mod error;
 pub mod health;
 pub mod openapi;

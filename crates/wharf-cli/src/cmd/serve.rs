@@ -75,6 +75,7 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         wharf_http::health::routes(db.pool.clone(), Some(prometheus)),
         wharf_http::openapi::routes(),
         wharf_http::actions::routes(db.pool.clone(), registry.clone(), operator_token.clone()),
+        wharf_http::dead_letters::routes(db.pool.clone(), operator_token.clone()),
         // Route modules are added above this line, one entry each.
     ];
     let app = wharf_http::app(routers);

@@ -1,5 +1,6 @@
 //! The HTTP layer's one integration-test binary: real axum servers on loopback, real PostgreSQL.
 
 mod actions;
+mod dead_letters;
 mod openapi;
 mod support;

@@ -1,0 +1,123 @@
+//! `GET /v1/tenants/{tenant}/projects/{project}/dead-letters?after=&limit=` (SPEC §3.8, §4).
+//!
+//! Readable with a credential of that tenant, or with the operator token; never across
+//! tenants. Keyset-paginated (at most 100 a page), showing stable error codes only.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+use serde::{Deserialize, Serialize};
+use wharf::outbound::{self, Cursor, DeadLetter};
+
+use crate::auth::{OperatorToken, bearer};
+use crate::error::{ApiError, CorrelationId};
+
+#[derive(Clone)]
+struct DeadLetters {
+    pool: sqlx::PgPool,
+    token: OperatorToken,
+}
+
+/// The dead-letter route.
+pub fn routes(pool: sqlx::PgPool, token: OperatorToken) -> Router {
+    Router::new()
+        .route(
+            "/v1/tenants/{tenant}/projects/{project}/dead-letters",
+            get(list),
+        )
+        .with_state(DeadLetters { pool, token })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageQuery {
+    after: Option<String>,
+    limit: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct PageJson {
+    items: Vec<DeadLetter>,
+    next_cursor: Option<String>,
+}
+
+async fn list(
+    State(state): State<DeadLetters>,
+    Extension(correlation): Extension<CorrelationId>,
+    headers: HeaderMap,
+    Path((tenant, project)): Path<(String, String)>,
+    query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<PageJson>, ApiError> {
+    authorize(&state, &headers, &tenant, &correlation).await?;
+    let Query(query) = query.map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-request",
+            e.body_text(),
+            &correlation,
+        )
+    })?;
+    let after = query
+        .after
+        .as_deref()
+        .filter(|a| !a.is_empty())
+        .map(str::parse::<Cursor>)
+        .transpose()
+        .map_err(|e| outbound_error(e, &correlation))?;
+    let page = outbound::dead_letters(&state.pool, &tenant, &project, after.as_ref(), query.limit)
+        .await
+        .map_err(|e| outbound_error(e, &correlation))?;
+    Ok(Json(PageJson {
+        items: page.items,
+        next_cursor: page.next.map(|c| c.to_string()),
+    }))
+}
+
+/// The operator token, or a live credential of the tenant in the path.
+async fn authorize(
+    state: &DeadLetters,
+    headers: &HeaderMap,
+    tenant: &str,
+    correlation: &CorrelationId,
+) -> Result<(), ApiError> {
+    if state.token.accepts(headers) {
+        return Ok(());
+    }
+    let unauthorized = || {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "a credential of this tenant or the operator token is required",
+            correlation,
+        )
+    };
+    let token = bearer(headers).ok_or_else(unauthorized)?;
+    let identity = wharf::inbox::authenticate(&state.pool, token)
+        .await
+        .map_err(|e| ApiError::unavailable(&e, correlation))?
+        .ok_or_else(unauthorized)?;
+    if identity.tenant() != tenant {
+        // Another tenant's credential: say no without saying whether the tenant exists.
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this credential belongs to another tenant",
+            correlation,
+        ));
+    }
+    Ok(())
+}
+
+fn outbound_error(error: outbound::Error, correlation: &CorrelationId) -> ApiError {
+    match error {
+        outbound::Error::Invalid { .. } | outbound::Error::InvalidCursor => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-request",
+            error.to_string(),
+            correlation,
+        ),
+        outbound::Error::Database(e) => ApiError::unavailable(&e, correlation),
+        other => ApiError::internal(&other, correlation),
+    }
+}
