@@ -5,21 +5,26 @@
 //!   turns every exchange into a [`Verdict`] (`classify`, SPEC §2.5).
 //! - [`HttpSenderConfig`] (`config`): the `[http]` table of `wharf.toml`.
 //! - The address guard (`guard`) and webhook signatures (`signer`, Standard Webhooks `v1a`).
-//! - The `webhook` kind ([`WebhookAdapter`], `webhook`), which fences and sends through the
-//!   shared last steps in `deliver`.
+//! - The `webhook` kind ([`WebhookAdapter`], `webhook`) and the `envelope` kind
+//!   ([`EnvelopeAdapter`], `envelope`, with the `[envelope]` credentials table), which both
+//!   fence and send through the shared last steps in `deliver`.
 //!
 //! # Wiring
 //!
 //! ```no_run
 //! # use std::sync::Arc;
 //! use wharf_adapters::http::{
-//!     HttpSenderConfig, InMemoryWebhookSigner, NetworkSender, WebhookAdapter,
+//!     EnvelopeAdapter, EnvelopeConfig, HttpSenderConfig, InMemoryWebhookSigner, NetworkSender,
+//!     WebhookAdapter,
 //! };
-//! # fn wire(key: ed25519_dalek::SigningKey) -> Result<(), Box<dyn std::error::Error>> {
+//! # fn wire(key: ed25519_dalek::SigningKey, budget: Arc<wharf::outbound::DeliveryBudget>)
+//! #     -> Result<(), Box<dyn std::error::Error>> {
 //! let sender = NetworkSender::new(&HttpSenderConfig::default())?; // the [http] table
 //! let signer = Arc::new(InMemoryWebhookSigner::new(key)); // or the deployment's key source
 //! let mut registry = wharf::outbox::Registry::new();
 //! registry.register(Arc::new(WebhookAdapter::new(sender.clone(), signer)))?;
+//! let envelopes = EnvelopeAdapter::new(sender, &EnvelopeConfig::default())?; // [envelope]
+//! registry.register(Arc::new(envelopes.with_budget(budget)))?;
 //! # Ok(()) }
 //! ```
 //!
@@ -29,6 +34,7 @@
 mod classify;
 mod config;
 mod deliver;
+mod envelope;
 mod error;
 mod guard;
 mod sender;
@@ -44,6 +50,10 @@ pub use config::{
     RESPONSE_BYTES_MAX_LIMIT, TOTAL_TIMEOUT_MS_MAX,
 };
 pub use deliver::CALL_RESERVE_MS;
+pub use envelope::{
+    BEARER_TOKEN_BYTES_MAX, DESTINATIONS_MAX, ENVELOPE_ATTEMPTS_DEFAULT, EnvelopeAdapter,
+    EnvelopeConfig, EnvelopeDestinationConfig, envelope_code, receiver_outcome,
+};
 pub use error::Error;
 pub use guard::{AddressClass, AddressGuard, Cidr, CidrParseError, Forbidden, classify_address};
 pub use sender::{Delivery, Destination, NetworkSender, PIN_MS, POOL_IDLE_MS};

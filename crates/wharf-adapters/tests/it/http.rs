@@ -4,6 +4,8 @@
 //! scripted case and the copies the server received; `http/webhook.rs` runs the `webhook` kind
 //! through the real executor and the conformance suite.
 
+mod envelope;
+mod receiver;
 mod server;
 mod webhook;
 
