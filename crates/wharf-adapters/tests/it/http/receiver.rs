@@ -18,6 +18,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use wharf::inbox::{Inbox, Route};
 
 /// How the receiver loses acknowledgements.
@@ -77,6 +78,11 @@ impl Receiver {
             .with_state(shared);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        // Without TCP_NODELAY a response split over two writes waits for the client's delayed
+        // ACK (40 ms on Linux) and the test would measure that instead of wharf.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
