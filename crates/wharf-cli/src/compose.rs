@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use wharf::outbox::{Executor, ExecutorConfig, Registry};
+use wharf_adapters::email::{EmailAdapter, EmailConfig, MessageNotice};
 
 use crate::config::Config;
 
@@ -46,9 +47,20 @@ pub fn executor_config(config: &Config) -> anyhow::Result<ExecutorConfig> {
     Ok(out)
 }
 
-/// Every kind this process can enqueue and run, with its adapter.
-pub fn registry(_config: &Config) -> anyhow::Result<Registry> {
-    let registry = Registry::new();
+/// Every kind this process can enqueue and run, with its adapter:
+///
+/// - `email`: SMTP through the `[email]` relay, or `.eml` files under `<data-dir>/mail` when no
+///   relay is configured (the embedded default), with the built-in `message` notice.
+pub fn registry(config: &Config) -> anyhow::Result<Registry> {
+    let mut registry = Registry::new();
+    let email_config: EmailConfig = config.section("email")?;
+    let email = EmailAdapter::builder()
+        .config(email_config)
+        .mail_dir(config.data_dir.join("mail"))
+        .notice(Arc::new(MessageNotice))
+        .build()
+        .context("invalid [email] configuration")?;
+    registry.register(Arc::new(email))?;
     Ok(registry)
 }
 

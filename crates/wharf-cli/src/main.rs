@@ -39,6 +39,12 @@ enum Command {
     Verify(cmd::verify::VerifyArgs),
     /// Benchmarks: outbox drain, enqueue→start latency, inbox ingest, PostgreSQL ceiling.
     Bench(cmd::bench::BenchArgs),
+    /// Inspect actions.
+    Actions(cmd::actions::ActionsArgs),
+    /// Make every waiting action due and run the executor until none is.
+    Drain(cmd::actions::DrainArgs),
+    /// List FAILED actions of one tenant and project, a page at a time.
+    DeadLetters(cmd::actions::DeadLettersArgs),
     // New commands go above this line, one variant each, with their module under cmd/.
 }
 
@@ -74,6 +80,9 @@ fn main() -> std::process::ExitCode {
             Command::Restore(args) => cmd::backup::restore(&config, args).await,
             Command::Verify(args) => cmd::verify::run(&config, args).await,
             Command::Bench(args) => cmd::bench::run(&config, args).await,
+            Command::Actions(args) => cmd::actions::run(&config, args).await,
+            Command::Drain(args) => cmd::actions::drain(&config, args).await,
+            Command::DeadLetters(args) => cmd::actions::dead_letters(&config, args).await,
             // New commands are dispatched above this line.
         }
     });

@@ -11,7 +11,7 @@ async fn serve_creates_the_cluster_answers_health_reuses_it_and_leaves_nothing_r
         "./.wharf/pg was not created"
     );
     let data = std::fs::canonicalize(cwd.path().join(".wharf/pg")).unwrap();
-    assert!(postgres_running_under(&data));
+    assert!(crate::support::postgres_process_under(&data));
     let ready = crate::support::http()
         .get(format!("{}/readyz", first.base))
         .send()
@@ -91,4 +91,62 @@ fn a_bad_database_url_fails_with_a_clear_message_and_nonzero_exit() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not a valid PostgreSQL URL"), "{stderr}");
+}
+
+/// The README's quick start: an email enqueued over HTTP lands as one `.eml` file under the
+/// data directory when no relay is configured.
+#[tokio::test]
+async fn an_enqueued_email_lands_as_a_file_under_the_embedded_default() {
+    let db = wharf_testkit::TestDb::new().await;
+    let cwd = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        cwd.path(),
+        &["--operator-token", "op"],
+        &[("DATABASE_URL", &db.url())],
+    )
+    .await;
+    let body = serde_json::json!({
+        "kind": "email", "lane_key": "email:ada", "idempotency_key": "welcome:ada",
+        "payload": {"notice": "message", "event": {
+            "to": "ada@example.org", "subject": "Welcome", "text": "Hello, Ada."}}
+    });
+    let response = crate::support::http()
+        .post(format!("{}/v1/actions", server.base))
+        .bearer_auth("op")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    let mail = cwd.path().join(".wharf/mail");
+    let started = std::time::Instant::now();
+    let file = loop {
+        let files: Vec<_> = std::fs::read_dir(&mail)
+            .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        let eml: Vec<_> = files
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "eml"))
+            .collect();
+        if let [one] = eml.as_slice() {
+            break one.clone();
+        }
+        assert!(eml.len() <= 1, "more than one file for one action: {eml:?}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "no .eml file appeared in {}",
+            mail.display()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("Subject: Welcome"), "{text}");
+    assert!(text.contains("ada@example.org"), "{text}");
+    assert!(text.contains("Message-ID: <"), "{text}");
+    server.interrupt();
+    let state: String = sqlx::query_scalar("SELECT state FROM wharf.action")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(state, "DONE");
 }

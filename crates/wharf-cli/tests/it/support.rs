@@ -110,8 +110,22 @@ unsafe extern "C" {
     fn libc_kill(pid: i32, signal: i32) -> i32;
 }
 
-/// Whether any postgres process still serves a data directory under `dir`.
+/// Whether a postgres process still serves a data directory under `dir`, giving processes that
+/// are on their way out (pg_ctl returns once the pid file is gone, a moment before the last
+/// process exits) up to five seconds to finish.
 pub fn postgres_running_under(dir: &Path) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while postgres_process_under(dir) {
+        if Instant::now() > deadline {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Whether a postgres process serves a data directory under `dir` right now.
+pub fn postgres_process_under(dir: &Path) -> bool {
     let needle = dir.to_string_lossy().into_owned();
     std::fs::read_dir("/proc")
         .unwrap()

@@ -1,0 +1,182 @@
+//! `wharf actions show`, `wharf drain`, `wharf dead-letters`: the outbox from the command line.
+
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use serde_json::json;
+
+use crate::compose;
+use crate::config::Config;
+use crate::db::{Database, Open};
+
+/// `wharf actions` commands.
+#[derive(Debug, clap::Args)]
+pub struct ActionsArgs {
+    #[command(subcommand)]
+    command: ActionsCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ActionsCommand {
+    /// Show one action (an ended one has no payload).
+    Show {
+        /// The action id.
+        id: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `wharf drain` options.
+#[derive(Debug, clap::Args)]
+pub struct DrainArgs {}
+
+/// `wharf dead-letters` options.
+#[derive(Debug, clap::Args)]
+pub struct DeadLettersArgs {
+    /// The tenant (required: dead letters are only read within one scope).
+    #[arg(long)]
+    tenant: String,
+    /// The project (required).
+    #[arg(long)]
+    project: String,
+    /// Continue after this cursor (printed as `next` by the previous page).
+    #[arg(long)]
+    after: Option<String>,
+    /// Rows on the page, 1..=100.
+    #[arg(long, default_value_t = 100)]
+    limit: u32,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `wharf actions …`.
+pub async fn run(config: &Config, args: ActionsArgs) -> anyhow::Result<()> {
+    let db = Database::open(config, Open::ADMIN).await?;
+    let result = match args.command {
+        ActionsCommand::Show { id, json } => show(&db, id, json).await,
+    };
+    db.close().await?;
+    result
+}
+
+async fn show(db: &Database, id: i64, as_json: bool) -> anyhow::Result<()> {
+    let Some(view) = wharf::outbox::get(&db.pool, id).await? else {
+        bail!("no action {id}");
+    };
+    if as_json {
+        let out = json!({
+            "id": view.id, "kind": view.kind, "tenant_id": view.tenant_id,
+            "project_id": view.project_id, "lane_key": view.lane_key,
+            "idempotency_key": view.idempotency_key, "state": view.state.as_str(),
+            "stop_reason": view.stop_reason.map(|r| r.as_str()), "attempt": view.attempt,
+            "max_attempts": view.max_attempts, "epoch": view.epoch,
+            "error_code": view.error_code, "readback_ref": view.readback_ref,
+            "payload": view.payload, "run_at": view.run_at, "created_at": view.created_at,
+            "ended_at": view.ended_at,
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    println!("action        {}", view.id);
+    println!("kind          {}", view.kind);
+    println!(
+        "scope         {} / {}",
+        view.tenant_id.as_deref().unwrap_or("(instance)"),
+        view.project_id.as_deref().unwrap_or("-")
+    );
+    println!("lane          {}", view.lane_key);
+    println!("key           {}", view.idempotency_key);
+    match view.stop_reason {
+        Some(reason) => println!("state         {} ({reason})", view.state),
+        None => println!("state         {}", view.state),
+    }
+    println!("attempts      {} of {}", view.attempt, view.max_attempts);
+    if let Some(code) = &view.error_code {
+        println!("error code    {code}");
+    }
+    println!("run at        {}", view.run_at);
+    if let Some(ended) = view.ended_at {
+        println!("ended at      {ended}");
+    }
+    Ok(())
+}
+
+/// `wharf drain`: makes every waiting action due and runs the executor until none is.
+pub async fn drain(config: &Config, _args: DrainArgs) -> anyhow::Result<()> {
+    let registry = Arc::new(compose::registry(config)?);
+    let db = Database::open(
+        config,
+        Open {
+            migrate: true,
+            connections_max: 8,
+        },
+    )
+    .await?;
+    let executor = compose::executor(config, db.pool.clone(), registry)?;
+    let spinner = super::progress::spinner("draining");
+    let report = executor.drain().await;
+    spinner.finish_and_clear();
+    db.close().await?;
+    let report = report.context("drain failed")?;
+    println!(
+        "ran {} attempt(s) in {} round(s){}",
+        report.attempts,
+        report.rounds,
+        if report.finished {
+            ""
+        } else {
+            "; stopped at the round limit with actions still due"
+        }
+    );
+    if !report.finished {
+        bail!("drain did not finish");
+    }
+    Ok(())
+}
+
+/// `wharf dead-letters`: one page of FAILED actions of one tenant and project.
+pub async fn dead_letters(config: &Config, args: DeadLettersArgs) -> anyhow::Result<()> {
+    let after = args
+        .after
+        .as_deref()
+        .map(str::parse::<wharf::outbound::Cursor>)
+        .transpose()?;
+    let db = Database::open(config, Open::ADMIN).await?;
+    let page = wharf::outbound::dead_letters(
+        &db.pool,
+        &args.tenant,
+        &args.project,
+        after.as_ref(),
+        Some(args.limit),
+    )
+    .await;
+    db.close().await?;
+    let page = page?;
+    if args.json {
+        let next = page.next.map(|c| c.to_string());
+        println!("{}", json!({"items": page.items, "next_cursor": next}));
+        return Ok(());
+    }
+    if page.items.is_empty() {
+        println!("no dead letters");
+    }
+    for item in &page.items {
+        println!(
+            "{:>10}  {}  {:<12} {:<20} {:<24} attempts {}  {}",
+            item.id,
+            item.ended_at.format("%Y-%m-%d %H:%M:%S"),
+            item.kind,
+            item.stop_reason.as_str(),
+            item.error_code.as_deref().unwrap_or("-"),
+            item.attempt,
+            item.idempotency_key
+        );
+    }
+    if let Some(next) = page.next {
+        println!("next: --after {next}");
+    }
+    Ok(())
+}
