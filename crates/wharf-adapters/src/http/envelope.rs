@@ -43,6 +43,7 @@ use wharf::outbox::{Adapter, Attempt, ErrorCode, KindSpec, Outcome};
 
 use super::config::endpoint_covers;
 use super::deliver::{outcome, send_fenced};
+use super::sender::literal_ip;
 use super::{Error, NetworkSender, Verdict, webhook_backoff};
 
 /// Attempts by default. A receiver stream is one lane, so while one envelope retries the ones
@@ -252,9 +253,20 @@ impl Adapter for EnvelopeAdapter {
     }
 
     fn validate(&self, payload: &Value) -> Result<(), String> {
-        EnvelopeDelivery::from_payload(payload)
-            .map(|_| ())
-            .map_err(|_| "expected {destination_url, envelope} as emit_envelope writes it".into())
+        let delivery = EnvelopeDelivery::from_payload(payload).map_err(|_| {
+            "expected {destination_url, envelope} as emit_envelope writes it".to_owned()
+        })?;
+        // A literal address can be judged now (as the webhook kind does); a name only when it
+        // is resolved, at every attempt.
+        let url = Url::parse(&delivery.destination_url)
+            .map_err(|_| "destination_url: not an absolute URL".to_owned())?;
+        if let Some(ip) = url.host_str().and_then(literal_ip) {
+            self.sender
+                .guard()
+                .check(ip)
+                .map_err(|_| "destination_url: destination address is not allowed".to_owned())?;
+        }
+        Ok(())
     }
 
     async fn execute(&self, attempt: &mut Attempt) -> Outcome {
@@ -404,6 +416,42 @@ mod tests {
         .unwrap();
         assert_eq!(parsed.destinations.len(), 1);
         assert!(serde_json::from_str::<EnvelopeConfig>(r#"{"destination": []}"#).is_err());
+    }
+
+    #[test]
+    fn literal_private_destinations_are_refused_at_enqueue() {
+        let a = EnvelopeAdapter::new(sender(), &EnvelopeConfig::default()).unwrap();
+        let unsigned = wharf::core::envelope::Envelope {
+            schema_version: 1,
+            event_type: "sync_cursor".into(),
+            tenant_id: "acme".into(),
+            project_id: "web".into(),
+            event_id: "01J00000000000000000000001".into(),
+            producer_sequence: 1,
+            occurred_at: "2024-05-01T12:00:00Z".into(),
+            idempotency_key: "k".into(),
+            producer_version: "test".into(),
+            payload: serde_json::json!({"producer_id": "p", "acknowledged_sequence": 1,
+                                        "acknowledged_event_id": null, "version": 1}),
+            integrity: wharf::core::envelope::Integrity {
+                algorithm: "Ed25519".into(),
+                key_id: "k1".into(),
+                signature: String::new(),
+            },
+        };
+        let key = ed25519_dalek::SigningKey::from_bytes(&[3; 32]);
+        let envelope = wharf::core::sign::sign(&unsigned, &key, "k1").unwrap();
+        let payload = |url: &str| {
+            EnvelopeDelivery {
+                destination_url: url.into(),
+                envelope: envelope.clone(),
+            }
+            .to_payload()
+        };
+        assert_eq!(a.validate(&payload("https://b.example/v1/")), Ok(()));
+        assert_eq!(a.validate(&payload("https://8.8.8.8/v1/")), Ok(()));
+        assert!(a.validate(&payload("http://10.0.0.1/v1/")).is_err());
+        assert!(a.validate(&payload("http://[::1]/v1/")).is_err());
     }
 
     #[test]
