@@ -4,8 +4,14 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use wharf::inbox::LimitPolicy;
+use wharf::outbound::DeliveryBudget;
 use wharf::outbox::{Executor, ExecutorConfig, Registry};
 use wharf_adapters::email::{EmailAdapter, EmailConfig, MessageNotice};
+use wharf_adapters::http::{
+    EnvelopeAdapter, EnvelopeConfig, HttpSenderConfig, InMemoryWebhookSigner, NetworkSender,
+    WebhookAdapter,
+};
 
 use crate::config::Config;
 
@@ -51,6 +57,10 @@ pub fn executor_config(config: &Config) -> anyhow::Result<ExecutorConfig> {
 ///
 /// - `email`: SMTP through the `[email]` relay, or `.eml` files under `<data-dir>/mail` when no
 ///   relay is configured (the embedded default), with the built-in `message` notice.
+/// - `webhook`: signed HTTP POSTs through the network sender (`[http]`), signed with the
+///   `[webhook]` key.
+/// - `envelope`: signed controlplane/v1 envelopes to other wharfs' ingest endpoints, with the
+///   credentials of `[envelope]` and the per-tenant delivery limit of `[outbound]`.
 pub fn registry(config: &Config) -> anyhow::Result<Registry> {
     let mut registry = Registry::new();
     let email_config: EmailConfig = config.section("email")?;
@@ -61,6 +71,30 @@ pub fn registry(config: &Config) -> anyhow::Result<Registry> {
         .build()
         .context("invalid [email] configuration")?;
     registry.register(Arc::new(email))?;
+
+    let http_config: HttpSenderConfig = config.section("http")?;
+    let sender = NetworkSender::new(&http_config).context("invalid [http] configuration")?;
+    let signer = InMemoryWebhookSigner::new(webhook_key(config)?);
+    registry.register(Arc::new(WebhookAdapter::new(
+        sender.clone(),
+        Arc::new(signer),
+    )))?;
+
+    let envelope_config: EnvelopeConfig = config.section("envelope")?;
+    let outbound: OutboundSection = config.section("outbound")?;
+    let budget = DeliveryBudget::new(
+        LimitPolicy {
+            rate_per_s: outbound
+                .delivery_rate_per_s
+                .unwrap_or(DELIVERY_RATE_PER_S_DEFAULT),
+            burst: outbound.delivery_burst.unwrap_or(DELIVERY_BURST_DEFAULT),
+        },
+        DELIVERY_TENANTS_MAX,
+    );
+    let envelope = EnvelopeAdapter::new(sender, &envelope_config)
+        .context("invalid [envelope] configuration")?
+        .with_budget(Arc::new(budget));
+    registry.register(Arc::new(envelope))?;
     Ok(registry)
 }
 
@@ -72,4 +106,111 @@ pub fn executor(
 ) -> anyhow::Result<Executor> {
     let executor_config = executor_config(config)?;
     Executor::new(pool, registry, executor_config).context("invalid [executor] configuration")
+}
+
+/// The `[outbound]` table.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutboundSection {
+    /// The server key sealing tenant signing keys, standard base64 of 32 bytes. Every replica
+    /// of one deployment needs the same one; without it, `<data-dir>/server.key` is used (and
+    /// made on first use), which suits one machine and the embedded default.
+    server_key: Option<String>,
+    /// Envelope deliveries per second per tenant (the `delivery` limit, SPEC §3.8).
+    delivery_rate_per_s: Option<f64>,
+    /// Envelope deliveries a quiet tenant may send at once.
+    delivery_burst: Option<u32>,
+}
+
+/// The `[webhook]` table.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WebhookSection {
+    /// The Ed25519 signing key's 32-byte seed, standard base64. Without it,
+    /// `<data-dir>/webhook.key` is used (and made on first use).
+    signing_key: Option<String>,
+}
+
+/// Default delivery limit per tenant: generous for one receiver, and a runaway producer still
+/// cannot flood it.
+const DELIVERY_RATE_PER_S_DEFAULT: f64 = 200.0;
+const DELIVERY_BURST_DEFAULT: u32 = 400;
+/// Tenants the delivery limiter tracks at once; the least recent are forgotten past this.
+const DELIVERY_TENANTS_MAX: usize = 10_000;
+
+/// Bytes of a key file: 44 characters of base64 and a newline, nothing bigger.
+const KEY_FILE_BYTES_MAX: u64 = 128;
+
+/// The server key: `[outbound] server_key` (or `WHARF_OUTBOUND__SERVER_KEY`), else the file
+/// `<data-dir>/server.key`, created with mode 0600 when absent.
+pub fn server_key(config: &Config) -> anyhow::Result<wharf::outbound::ServerKey> {
+    let section: OutboundSection = config.section("outbound")?;
+    let bytes = secret(config, section.server_key, "server.key")?;
+    Ok(wharf::outbound::ServerKey::from_bytes(bytes))
+}
+
+/// The webhook signing key: `[webhook] signing_key`, else `<data-dir>/webhook.key`.
+pub fn webhook_key(config: &Config) -> anyhow::Result<ed25519_dalek::SigningKey> {
+    let section: WebhookSection = config.section("webhook")?;
+    let seed = secret(config, section.signing_key, "webhook.key")?;
+    Ok(ed25519_dalek::SigningKey::from_bytes(&seed))
+}
+
+/// A 32-byte secret: the configured base64 text, else the file `<data-dir>/<file>`, made with
+/// fresh random bytes (mode 0600) when absent.
+fn secret(config: &Config, configured: Option<String>, file: &str) -> anyhow::Result<[u8; 32]> {
+    use base64::Engine as _;
+    let decode = |text: &str, from: &str| -> anyhow::Result<[u8; 32]> {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text.trim())
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok());
+        bytes.with_context(|| format!("{from} must be standard base64 of 32 bytes"))
+    };
+    if let Some(text) = configured {
+        return decode(&text, file);
+    }
+    let path = config.data_dir.join(file);
+    match std::fs::metadata(&path) {
+        Ok(meta) => {
+            if meta.len() > KEY_FILE_BYTES_MAX {
+                anyhow::bail!("{} is too large to be a key", path.display());
+            }
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            decode(&text, &path.display().to_string())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::create_dir_all(&config.data_dir)
+                .with_context(|| format!("cannot create {}", config.data_dir.display()))?;
+            let mut bytes = [0u8; 32];
+            rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut bytes);
+            // create_new: two processes starting at once must not each write their own key.
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(mut out) => {
+                    writeln!(
+                        out,
+                        "{}",
+                        base64::engine::general_purpose::STANDARD.encode(bytes)
+                    )
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                    out.sync_all()?;
+                    tracing::info!(path = %path.display(), "made a new key");
+                    Ok(bytes)
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    secret(config, None, file)
+                }
+                Err(e) => Err(e).with_context(|| format!("cannot create {}", path.display())),
+            }
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
 }

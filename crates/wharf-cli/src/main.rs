@@ -45,6 +45,10 @@ enum Command {
     Drain(cmd::actions::DrainArgs),
     /// List FAILED actions of one tenant and project, a page at a time.
     DeadLetters(cmd::actions::DeadLettersArgs),
+    /// The server's own keys for signing outbound envelopes.
+    SigningKey(cmd::outbound::SigningKeyArgs),
+    /// Sign a controlplane/v1 envelope with the tenant's current key and deliver it.
+    Emit(cmd::outbound::EmitArgs),
     // New commands go above this line, one variant each, with their module under cmd/.
 }
 
@@ -83,6 +87,8 @@ fn main() -> std::process::ExitCode {
             Command::Actions(args) => cmd::actions::run(&config, args).await,
             Command::Drain(args) => cmd::actions::drain(&config, args).await,
             Command::DeadLetters(args) => cmd::actions::dead_letters(&config, args).await,
+            Command::SigningKey(args) => cmd::outbound::signing_key(&config, args).await,
+            Command::Emit(args) => cmd::outbound::emit(&config, args).await,
             // New commands are dispatched above this line.
         }
     });

@@ -4,6 +4,7 @@
 pub mod actions;
 pub mod backup;
 pub mod bench;
+pub mod outbound;
 pub mod progress;
 pub mod serve;
 pub mod verify;
