@@ -48,7 +48,7 @@ async fn serve_creates_the_cluster_answers_health_reuses_it_and_leaves_nothing_r
 }
 
 #[tokio::test]
-async fn serve_uses_database_url_without_touching_the_data_dir() {
+async fn serve_uses_database_url_and_makes_no_cluster() {
     let db = wharf_testkit::TestDb::new().await;
     let cwd = tempfile::tempdir().unwrap();
     let server = Server::start(cwd.path(), &[], &[("DATABASE_URL", &db.url())]).await;
@@ -59,8 +59,9 @@ async fn serve_uses_database_url_without_touching_the_data_dir() {
         .unwrap();
     assert_eq!(ready.status(), 200);
     server.interrupt();
+    // The data directory still holds wharf's keys, but no cluster.
     assert!(
-        !cwd.path().join(".wharf").exists(),
+        !cwd.path().join(".wharf/pg").exists(),
         "an embedded cluster was made anyway"
     );
 }
