@@ -26,14 +26,20 @@ candidates AS (
      ORDER BY c.run_at, c.id
      LIMIT $5
 ),
+-- The two lane checks are scalar subqueries with LIMIT 1 on purpose: PostgreSQL turns NOT EXISTS
+-- into an anti join, and with many unstarted rows the planner hashes the whole pending index
+-- (a scan of every unstarted row per claim). As subqueries they stay one index probe per
+-- candidate, evaluated lazily in candidate order until $1 heads are found.
 heads AS (
     SELECT c.id, c.lane_key, c.run_at
       FROM candidates c
-     WHERE NOT EXISTS (SELECT 1 FROM wharf.action e
-                        WHERE e.lane_key = c.lane_key AND e.state = 'EXECUTING')
-       AND NOT EXISTS (SELECT 1 FROM wharf.action p
-                        WHERE p.lane_key = c.lane_key AND p.state IN ('PROPOSED', 'ADMITTED')
-                          AND p.id < c.id)
+     WHERE (SELECT 1 FROM wharf.action e
+             WHERE e.lane_key = c.lane_key AND e.state = 'EXECUTING' LIMIT 1) IS NULL
+       AND (SELECT 1 FROM wharf.action p
+             WHERE p.lane_key = c.lane_key AND p.state IN ('PROPOSED', 'ADMITTED')
+               AND p.id < c.id LIMIT 1) IS NULL
+     ORDER BY c.run_at, c.id
+     LIMIT $1
 ),
 reclaims AS (
     SELECT r.id, r.lane_key, r.lease_expires_at AS run_at

@@ -87,7 +87,8 @@ pub struct ExecutorConfig {
     pub retention_batch_max: u32,
     /// Retention statements per run: a backlog is worked off over several runs.
     pub retention_batches_per_run_max: u32,
-    /// How often the due gauges are refreshed (their query counts every due row).
+    /// How often the due gauges are refreshed. Their query counts every due row (a scan of
+    /// the admitted rows), so keep it at a minute or more on big tables.
     pub gauge_interval_ms: u64,
     /// Results recorded by one completion statement.
     pub completion_batch_max: u32,
@@ -100,8 +101,8 @@ impl Default for ExecutorConfig {
         ExecutorConfig {
             claim_batch_max: CLAIM_BATCH_LIMIT,
             claim_scan_max: 1_000,
-            concurrency_max: 64,
-            per_kind_concurrency_max: 64,
+            concurrency_max: 100,
+            per_kind_concurrency_max: 100,
             // 5 min: an SMTP or HTTP call with its own timeouts fits easily, and a dead
             // replica's actions wait at most this long.
             lease_ms: 5 * 60 * 1_000,
@@ -116,7 +117,7 @@ impl Default for ExecutorConfig {
             retention_interval_ms: 60 * 1_000,
             retention_batch_max: 1_000,
             retention_batches_per_run_max: 100,
-            gauge_interval_ms: 15 * 1_000,
+            gauge_interval_ms: 60 * 1_000,
             completion_batch_max: CLAIM_BATCH_LIMIT,
             drain_rounds_max: 10_000,
         }
@@ -407,6 +408,8 @@ impl Executor {
         let mut next_sweep = Instant::now();
         let mut next_retention = Instant::now();
         let mut next_gauges = Instant::now();
+        let claim_threshold = (c.claim_batch_max.min(c.concurrency_max) / 2).max(1);
+        let mut last_claim = Instant::now();
         loop {
             while tasks.try_join_next().is_some() {}
             let now = Instant::now();
@@ -429,9 +432,18 @@ impl Executor {
                 }
             }
 
-            let free = (inner.global.available_permits() as u32).min(c.claim_batch_max);
+            let available = inner.global.available_permits() as u32;
+            let free = available.min(c.claim_batch_max);
+            let busy = available < c.concurrency_max;
+            // While attempts run, wait until a worthwhile batch is free (or the short poll
+            // interval passed): many one-row claims cost a statement each and would dominate a
+            // fast adapter's throughput.
+            let worth_it = free >= claim_threshold
+                || !busy
+                || last_claim.elapsed() >= interval(c.poll_interval_ms_min);
             let mut full = false;
-            if free > 0 {
+            if free > 0 && worth_it {
+                last_claim = Instant::now();
                 match self.claim(free, None).await {
                     Ok(claimed) => {
                         full = claimed.len() as u32 == free;
@@ -466,7 +478,7 @@ impl Executor {
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = inner.wake.notified() => {}
-                _ = tokio::time::sleep(interval(idle_ms)) => {}
+                _ = tokio::time::sleep(interval(if busy { c.poll_interval_ms_min } else { idle_ms })) => {}
             }
         }
 
@@ -557,6 +569,13 @@ impl Executor {
             return Ok(Vec::new());
         }
         let kinds: Vec<&str> = allowances.keys().copied().collect();
+        // Never ask for more than the kinds could start: what comes back beyond an allowance
+        // is released again, which costs a statement and two row versions each.
+        let want = want.min(
+            allowances
+                .values()
+                .fold(0u32, |sum, n| sum.saturating_add(*n)),
+        );
         let started = Instant::now();
         let mut rows = self.claim_rows(want, now, &kinds).await?;
         if (rows.len() as u32) < want {
