@@ -647,18 +647,6 @@ impl Inbox {
             acknowledged_sequence: stream.acknowledged_sequence,
             replay_floor: stream.replay_floor,
         };
-        let ahead = store::stream_ahead(
-            &mut *tx,
-            stream.stream_id,
-            stream.acknowledged_sequence,
-            CURSOR_WALK_ROWS_MAX,
-        )
-        .await?;
-        // A full read may stop short of the run's end; the cursor is then walked again in the
-        // database after the inserts.
-        let ahead_truncated = ahead.len() as i64 == CURSOR_WALK_ROWS_MAX;
-        let mut pending: BTreeSet<u64> = ahead.into_iter().collect();
-
         let (event_ids, idempotency_keys, sequences) = {
             let mut event_ids = Vec::new();
             let mut keys = Vec::new();
@@ -672,14 +660,21 @@ impl Inbox {
             }
             (event_ids, keys, sequences)
         };
-        let retained = store::identities_matching(
+        let context = store::stream_context(
             &mut *tx,
             stream.stream_id,
             &event_ids,
             &idempotency_keys,
             &sequences,
+            stream.acknowledged_sequence,
+            CURSOR_WALK_ROWS_MAX,
         )
         .await?;
+        // A full read may stop short of the run's end; the cursor is then walked again in the
+        // database after the inserts.
+        let ahead_truncated = context.ahead.len() as i64 == CURSOR_WALK_ROWS_MAX;
+        let mut pending: BTreeSet<u64> = context.ahead.into_iter().collect();
+        let retained = context.matching;
 
         let mut retained_set = Retained::default();
         for row in retained {
@@ -760,20 +755,26 @@ impl Inbox {
             });
         }
 
-        let mut acknowledged_sequence = state.acknowledged_sequence;
-        if !accepted.is_empty() {
-            store::identities_insert(&mut *tx, stream.stream_id, &accepted).await?;
-            if ahead_truncated {
-                acknowledged_sequence =
-                    walk_cursor(&mut tx, stream.stream_id, acknowledged_sequence).await?;
-            }
-            if acknowledged_sequence != stream.acknowledged_sequence {
-                store::stream_set_cursor(&mut *tx, stream.stream_id, acknowledged_sequence).await?;
-            }
-        }
+        // Step 8: one statement writes identities, payloads, the cursor and the audit.
         let audit = Self::audit_rows(&items, correlation_id);
         bump(&self.counters.audit_writes);
-        store::audit_insert(&mut *tx, Self::audit_scope(identity, route), &audit).await?;
+        let mut acknowledged_sequence = state.acknowledged_sequence;
+        store::ingest_commit(
+            &mut *tx,
+            stream.stream_id,
+            &accepted,
+            acknowledged_sequence,
+            Self::audit_scope(identity, route),
+            &audit,
+        )
+        .await?;
+        if ahead_truncated && !accepted.is_empty() {
+            let walked = walk_cursor(&mut tx, stream.stream_id, acknowledged_sequence).await?;
+            if walked != acknowledged_sequence {
+                store::stream_set_cursor(&mut *tx, stream.stream_id, walked).await?;
+                acknowledged_sequence = walked;
+            }
+        }
         tx.commit().await?;
         Ok(Decided {
             items,

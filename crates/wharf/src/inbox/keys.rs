@@ -99,6 +99,21 @@ impl std::fmt::Debug for GeneratedKey {
     }
 }
 
+/// A 32-byte key (public key or private seed) from its standard base64 text, as `wharf key`
+/// prints and reads them.
+pub fn key_from_base64(text: &str) -> Result<[u8; 32], InboxError> {
+    base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .ok()
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .ok_or_else(|| InboxError::invalid("key", "must be standard base64 of 32 bytes"))
+}
+
+/// The standard base64 text of a key.
+pub fn key_to_base64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 fn check_scope(tenant: &str, project: &str) -> Result<(), InboxError> {
     for (what, value) in [("tenant", tenant), ("project", project)] {
         if !is_identity(value) {
@@ -243,6 +258,14 @@ pub async fn list_keys<'e>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base64_keys_round_trip() {
+        let text = key_to_base64(&[9; 32]);
+        assert_eq!(key_from_base64(&format!(" {text}\n")).unwrap(), [9; 32]);
+        assert!(key_from_base64(&key_to_base64(&[9; 31])).is_err());
+        assert!(key_from_base64("not base64").is_err());
+    }
 
     #[test]
     fn key_use_by_state_and_window() {

@@ -73,8 +73,8 @@ pub use credentials::{
 };
 pub use error::InboxError;
 pub use keys::{
-    GeneratedKey, KEY_REPLAY_WINDOW_DEFAULT_S, KeyInfo, KeyUse, add_key, generate_key, key_usable,
-    list_keys, retire_key, revoke_key,
+    GeneratedKey, KEY_REPLAY_WINDOW_DEFAULT_S, KeyInfo, KeyUse, add_key, generate_key,
+    key_from_base64, key_to_base64, key_usable, list_keys, retire_key, revoke_key,
 };
 pub use limiter::{LimitPolicy, Limiter};
 pub use response::{BatchResponse, ItemResponse, Original, Response, Status};

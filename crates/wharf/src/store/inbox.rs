@@ -150,7 +150,7 @@ pub struct IdentityRow {
     pub correlation_id: String,
 }
 
-/// Columns of accepted envelopes, one element per envelope (see `identities_insert.sql`).
+/// Columns of accepted envelopes, one element per envelope (see `ingest_commit.sql`).
 #[derive(Debug, Default, Clone)]
 pub struct IdentityBatch {
     /// Event ids.
@@ -569,60 +569,119 @@ pub async fn stream_list<'e>(
         .collect()
 }
 
-/// `identities_matching.sql`: retained identities sharing an event id, key or sequence.
-pub async fn identities_matching<'e>(
+/// What `stream_context.sql` read for a locked stream.
+#[derive(Debug, Default, Clone)]
+pub struct StreamContext {
+    /// Retained identities sharing an event id, key or sequence with an incoming envelope.
+    pub matching: Vec<IdentityRow>,
+    /// Retained sequences just beyond the cursor, ascending.
+    pub ahead: Vec<u64>,
+}
+
+/// `stream_context.sql`: matching identities and the sequences just beyond `cursor`.
+pub async fn stream_context<'e>(
     ex: impl PgExecutor<'e>,
     stream_id: i64,
     event_ids: &[&str],
     idempotency_keys: &[&str],
     sequences: &[u64],
-) -> Result<Vec<IdentityRow>, sqlx::Error> {
+    cursor: u64,
+    ahead_rows_max: i64,
+) -> Result<StreamContext, sqlx::Error> {
     let sequences: Vec<String> = sequences.iter().map(u64::to_string).collect();
-    let rows = sqlx::query(include_str!("../../sql/inbox/identities_matching.sql"))
+    let rows = sqlx::query(include_str!("../../sql/inbox/stream_context.sql"))
         .bind(stream_id)
         .bind(event_ids)
         .bind(idempotency_keys)
         .bind(&sequences)
+        .bind(cursor.to_string())
+        .bind(ahead_rows_max)
         .fetch_all(ex)
         .await?;
-    rows.into_iter()
-        .map(|r| {
-            Ok(IdentityRow {
-                event_id: r.try_get(0)?,
-                idempotency_key: r.try_get(1)?,
-                producer_sequence: seq(r.try_get(2)?)?,
-                content_sha256: r.try_get(3)?,
-                outcome: r.try_get(4)?,
-                correlation_id: r.try_get(5)?,
-            })
-        })
-        .collect()
+    let mut context = StreamContext::default();
+    for r in rows {
+        let kind: &str = r.try_get(0)?;
+        let sequence = seq(r.try_get(3)?)?;
+        if kind == "ahead" {
+            context.ahead.push(sequence);
+            continue;
+        }
+        context.matching.push(IdentityRow {
+            event_id: r.try_get(1)?,
+            idempotency_key: r.try_get(2)?,
+            producer_sequence: sequence,
+            content_sha256: r.try_get(4)?,
+            outcome: r.try_get(5)?,
+            correlation_id: r.try_get(6)?,
+        });
+    }
+    // UNION ALL does not keep the subquery's order.
+    context.ahead.sort_unstable();
+    Ok(context)
 }
 
-/// `identities_insert.sql`: stores identities and payloads of accepted envelopes.
-pub async fn identities_insert<'e>(
+/// Rows `ingest_commit.sql` wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Committed {
+    /// Identities.
+    pub identities: i64,
+    /// Payloads.
+    pub payloads: i64,
+    /// Audit rows.
+    pub audited: i64,
+}
+
+/// `ingest_commit.sql`: identities, payloads, the cursor and the audit in one statement.
+pub async fn ingest_commit<'e>(
     ex: impl PgExecutor<'e>,
     stream_id: i64,
-    batch: &IdentityBatch,
-) -> Result<u64, sqlx::Error> {
-    let sequences: Vec<String> = batch.producer_sequence.iter().map(u64::to_string).collect();
-    Ok(
-        sqlx::query(include_str!("../../sql/inbox/identities_insert.sql"))
+    accepted: &IdentityBatch,
+    acknowledged_sequence: u64,
+    scope: AuditScope<'_>,
+    audit: &AuditBatch,
+) -> Result<Committed, sqlx::Error> {
+    let sequences: Vec<String> = accepted
+        .producer_sequence
+        .iter()
+        .map(u64::to_string)
+        .collect();
+    let audit_sequences: Vec<Option<String>> = audit
+        .producer_sequence
+        .iter()
+        .map(|s| s.map(|s| s.to_string()))
+        .collect();
+    let (identities, payloads, audited): (i64, i64, i64) =
+        sqlx::query_as(include_str!("../../sql/inbox/ingest_commit.sql"))
             .bind(stream_id)
-            .bind(&batch.event_id)
-            .bind(&batch.idempotency_key)
+            .bind(&accepted.event_id)
+            .bind(&accepted.idempotency_key)
             .bind(&sequences)
-            .bind(&batch.content_sha256)
-            .bind(&batch.event_type)
-            .bind(&batch.key_id)
-            .bind(&batch.outcome)
-            .bind(&batch.correlation_id)
-            .bind(&batch.occurred_at)
-            .bind(&batch.payload)
-            .execute(ex)
-            .await?
-            .rows_affected(),
-    )
+            .bind(&accepted.content_sha256)
+            .bind(&accepted.event_type)
+            .bind(&accepted.key_id)
+            .bind(&accepted.outcome)
+            .bind(&accepted.correlation_id)
+            .bind(&accepted.occurred_at)
+            .bind(&accepted.payload)
+            .bind(acknowledged_sequence.to_string())
+            .bind(scope.tenant_id)
+            .bind(scope.project_id)
+            .bind(scope.actor_account)
+            .bind(scope.actor_device)
+            .bind(scope.producer_kind)
+            .bind(scope.producer_id)
+            .bind(&audit.event_id_sha256)
+            .bind(&audit_sequences)
+            .bind(&audit.outcome)
+            .bind(&audit.reason)
+            .bind(&audit.correlation_id)
+            .fetch_one(ex)
+            .await?;
+    Ok(Committed {
+        identities,
+        payloads,
+        audited,
+    })
 }
 
 /// `audit_insert.sql`: appends ingest audit rows; returns the stream's cursor as this
