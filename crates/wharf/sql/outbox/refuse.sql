@@ -3,4 +3,4 @@
 UPDATE wharf.action
    SET state = 'CANCELLED', stop_reason = 'REFUSED', payload = NULL, ended_at = now()
  WHERE id = $1 AND state = 'PROPOSED'
-RETURNING id
+RETURNING id, kind

@@ -19,7 +19,8 @@
 //! - [`Attempt`] is what an adapter gets; only the executor can build one, so only the
 //!   executor can call an adapter. [`Fence::begin_write`] is the last check before a provider
 //!   call.
-//! - [`admit`], [`refuse`], [`get`], [`erase_subject`], [`delete_ended_before`] for operators.
+//! - [`admit`], [`refuse`], [`get`], [`list`], [`erase_subject`], [`delete_ended_before`] for
+//!   operators.
 //!
 //! The lifecycle itself (states, the one transition table, stop reasons) is
 //! `wharf_core::action`; the database's guard trigger mirrors it. Time is always the
@@ -48,8 +49,8 @@ pub use kind::{
     PAYLOAD_BYTES_MAX_DEFAULT, Registry,
 };
 pub use ops::{
-    ActionView, ENQUEUE_BATCH_MAX, Enqueued, admit, delete_ended_before, enqueue, enqueue_many,
-    erase_subject, get, refuse,
+    ActionView, ENQUEUE_BATCH_MAX, Enqueued, LIST_LIMIT_MAX, ListFilter, admit,
+    delete_ended_before, enqueue, enqueue_many, erase_subject, get, list, refuse,
 };
 pub use request::{
     ActionRequest, IDEMPOTENCY_KEY_BYTES_MAX, LANE_KEY_BYTES_MAX, PAYLOAD_DEPTH_MAX,

@@ -160,7 +160,13 @@ pub async fn admit<'c>(executor: impl PgExecutor<'c>, id: i64) -> Result<bool, E
 
 /// Refuses a proposal (PROPOSED → CANCELLED / `REFUSED`). False when the action is not PROPOSED.
 pub async fn refuse<'c>(executor: impl PgExecutor<'c>, id: i64) -> Result<bool, Error> {
-    Ok(store::outbox::refuse(executor, id).await?)
+    let refused = store::outbox::refuse(executor, id).await?;
+    if let Some(kind) = &refused {
+        // Counted when the statement ran; a caller's transaction that rolls back overcounts
+        // by one, which a counter of ends can live with.
+        super::metrics::ended(kind, id, ActionState::Cancelled, StopReason::Refused);
+    }
+    Ok(refused.is_some())
 }
 
 /// Deletes every action whose subject is `account` (erasure), in any state. A pending one never
@@ -217,11 +223,64 @@ pub struct ActionView {
 /// Reads one action. `None` when there is none with that id (never enqueued, erased, or
 /// deleted by retention).
 pub async fn get<'c>(executor: impl PgExecutor<'c>, id: i64) -> Result<Option<ActionView>, Error> {
-    let Some(row) = store::outbox::get(executor, id).await? else {
-        return Ok(None);
+    store::outbox::get(executor, id)
+        .await?
+        .map(view)
+        .transpose()
+}
+
+/// Most actions one [`list`] page returns.
+pub const LIST_LIMIT_MAX: u32 = 100;
+
+/// What [`list`] returns: narrowing filters and a keyset cursor.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListFilter {
+    /// Only this state.
+    pub state: Option<ActionState>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// Only this tenant.
+    pub tenant_id: Option<String>,
+    /// Only ids above this one: the last id of the previous page.
+    pub after_id: Option<i64>,
+    /// Rows on the page, 1..=[`LIST_LIMIT_MAX`] (0 means the maximum).
+    pub limit: u32,
+}
+
+/// One page of actions in id order (operators: `wharf actions list`). Page on with the last
+/// id as `after_id`; a page shorter than the limit is the last.
+pub async fn list<'c>(
+    executor: impl PgExecutor<'c>,
+    filter: &ListFilter,
+) -> Result<Vec<ActionView>, Error> {
+    if filter.limit > LIST_LIMIT_MAX {
+        return Err(Error::Invalid {
+            field: "limit",
+            rule: format!("must be 1..={LIST_LIMIT_MAX}"),
+        });
+    }
+    let limit = if filter.limit == 0 {
+        LIST_LIMIT_MAX
+    } else {
+        filter.limit
     };
+    store::outbox::list(
+        executor,
+        filter.state.map(|s| s.as_str()),
+        filter.kind.as_deref(),
+        filter.tenant_id.as_deref(),
+        filter.after_id,
+        limit,
+    )
+    .await?
+    .into_iter()
+    .map(view)
+    .collect()
+}
+
+fn view(row: store::outbox::ActionRow) -> Result<ActionView, Error> {
     let bad = |what: String| Error::Database(sqlx::Error::Protocol(what));
-    Ok(Some(ActionView {
+    Ok(ActionView {
         id: row.id,
         state: row.state.parse().map_err(|e| bad(format!("{e}")))?,
         stop_reason: row
@@ -250,5 +309,5 @@ pub async fn get<'c>(executor: impl PgExecutor<'c>, id: i64) -> Result<Option<Ac
         error_code: row.error_code,
         created_at: row.created_at,
         ended_at: row.ended_at,
-    }))
+    })
 }

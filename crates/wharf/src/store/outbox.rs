@@ -150,13 +150,17 @@ pub async fn admit<'c>(executor: impl PgExecutor<'c>, id: i64) -> Result<bool, s
     Ok(row.is_some())
 }
 
-/// PROPOSED -> CANCELLED / REFUSED (`refuse.sql`). False when the action is not PROPOSED.
-pub async fn refuse<'c>(executor: impl PgExecutor<'c>, id: i64) -> Result<bool, sqlx::Error> {
-    let row: Option<(i64,)> = sqlx::query_as(include_str!("../../sql/outbox/refuse.sql"))
+/// PROPOSED -> CANCELLED / REFUSED (`refuse.sql`). The refused action's kind; `None` when the
+/// action is not PROPOSED.
+pub async fn refuse<'c>(
+    executor: impl PgExecutor<'c>,
+    id: i64,
+) -> Result<Option<String>, sqlx::Error> {
+    let row: Option<(i64, String)> = sqlx::query_as(include_str!("../../sql/outbox/refuse.sql"))
         .bind(id)
         .fetch_optional(executor)
         .await?;
-    Ok(row.is_some())
+    Ok(row.map(|(_, kind)| kind))
 }
 
 /// A whole action row, as `get.sql` returns it.
@@ -196,6 +200,25 @@ pub async fn get<'c>(
     sqlx::query_as(include_str!("../../sql/outbox/get.sql"))
         .bind(id)
         .fetch_optional(executor)
+        .await
+}
+
+/// A page of actions after a cursor (`list.sql`).
+pub async fn list<'c>(
+    executor: impl PgExecutor<'c>,
+    state: Option<&str>,
+    kind: Option<&str>,
+    tenant_id: Option<&str>,
+    after_id: Option<i64>,
+    limit: u32,
+) -> Result<Vec<ActionRow>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/outbox/list.sql"))
+        .bind(state)
+        .bind(kind)
+        .bind(tenant_id)
+        .bind(after_id)
+        .bind(i32::try_from(limit).unwrap_or(i32::MAX))
+        .fetch_all(executor)
         .await
 }
 

@@ -281,3 +281,71 @@ async fn shutdown_leaves_an_unfinished_action_to_be_reclaimed() {
     assert_eq!((v.state, v.attempt), (ActionState::Done, 2));
     assert!(fake.seen()[1].write_started);
 }
+
+#[tokio::test]
+async fn list_pages_in_id_order_with_filters() {
+    use wharf::outbox::{ListFilter, list};
+    let db = TestDb::new().await;
+    let (registry, ..) = registry();
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let tenant = if i % 2 == 0 { "t1" } else { "t2" };
+        ids.push(
+            enqueue(
+                &db.pool,
+                &registry,
+                req(&format!("l{i}"), &format!("k{i}")).tenant(tenant),
+            )
+            .await,
+        );
+    }
+    let mut p = req("p", "proposal");
+    p.proposed = true;
+    let proposal = enqueue(&db.pool, &registry, p).await;
+
+    let mut filter = ListFilter {
+        limit: 2,
+        ..ListFilter::default()
+    };
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let page = list(&db.pool, &filter).await.unwrap();
+        seen.extend(page.iter().map(|v| v.id));
+        if page.len() < 2 {
+            break;
+        }
+        filter.after_id = page.last().map(|v| v.id);
+    }
+    let mut all = ids.clone();
+    all.push(proposal);
+    assert_eq!(seen, all);
+
+    let t1 = ListFilter {
+        tenant_id: Some("t1".into()),
+        ..ListFilter::default()
+    };
+    let got: Vec<i64> = list(&db.pool, &t1)
+        .await
+        .unwrap()
+        .iter()
+        .map(|v| v.id)
+        .collect();
+    assert_eq!(got, vec![ids[0], ids[2], ids[4], proposal]);
+    let proposed = ListFilter {
+        state: Some(ActionState::Proposed),
+        kind: Some(KIND.into()),
+        ..ListFilter::default()
+    };
+    let got: Vec<i64> = list(&db.pool, &proposed)
+        .await
+        .unwrap()
+        .iter()
+        .map(|v| v.id)
+        .collect();
+    assert_eq!(got, vec![proposal]);
+    let too_many = ListFilter {
+        limit: wharf::outbox::LIST_LIMIT_MAX + 1,
+        ..ListFilter::default()
+    };
+    assert!(list(&db.pool, &too_many).await.is_err());
+}
