@@ -70,7 +70,8 @@ pub struct ExecutorConfig {
     pub poll_interval_ms_min: u64,
     /// Longest idle poll interval: the safety net's worst-case latency without NOTIFY.
     pub poll_interval_ms_max: u64,
-    /// LISTEN for enqueue's wake-up hint. A hint only: polling still runs.
+    /// LISTEN for enqueue's wake-up hint. A hint only: polling still runs. The listener keeps
+    /// one connection of the executor's pool for itself while `run` runs.
     pub notify: bool,
     /// On shutdown, how long running attempts may take to finish before they are cut off
     /// (their actions keep their leases and are reclaimed later).
