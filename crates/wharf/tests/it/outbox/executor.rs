@@ -354,7 +354,7 @@ async fn configuration_bounds_are_checked() {
         Box::new(|c| c.claim_scan_max = 10),
         Box::new(|c| c.concurrency_max = 0),
         Box::new(|c| c.lease_ms = c.fence_margin_ms),
-        Box::new(|c| c.fence_margin_ms = 500), // the fake's call timeout is 500 ms
+        Box::new(|c| c.fence_margin_ms = 2_000), // the fake's call timeout is 2 s
         Box::new(|c| c.poll_interval_ms_max = 1),
     ];
     for change in bad {
@@ -367,7 +367,7 @@ async fn configuration_bounds_are_checked() {
     }
     let mut c = config();
     c.claim_batch_max = 100;
-    c.fence_margin_ms = 501;
+    c.fence_margin_ms = 2_001;
     assert!(Executor::new(db.pool.clone(), registry.clone(), c).is_ok());
     // A kind is registered once, with a valid spec.
     let mut r = Registry::new();

@@ -64,7 +64,8 @@ impl Fake {
                 instance_level,
                 max_attempts_default: 3,
                 backoff: Backoff::default(),
-                call_timeout_ms: 500,
+                // Generous: a loaded CI machine must not turn a slow fence into a timeout.
+                call_timeout_ms: 2_000,
             },
             scripts: Mutex::new(Default::default()),
             seen: Mutex::new(Vec::new()),
