@@ -18,6 +18,27 @@ pub struct ActionsArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum ActionsCommand {
+    /// List actions in id order, a page at a time.
+    List {
+        /// Only this state (PROPOSED, ADMITTED, EXECUTING, DONE, UNCERTAIN, FAILED, CANCELLED).
+        #[arg(long)]
+        state: Option<wharf::outbox::ActionState>,
+        /// Only this kind.
+        #[arg(long)]
+        kind: Option<String>,
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only ids above this one (the last id of the previous page).
+        #[arg(long)]
+        after: Option<i64>,
+        /// Rows on the page, 1..=100.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show one action (an ended one has no payload).
     Show {
         /// The action id.
@@ -56,18 +77,69 @@ pub struct DeadLettersArgs {
 pub async fn run(config: &Config, args: ActionsArgs) -> anyhow::Result<()> {
     let db = Database::open(config, Open::ADMIN).await?;
     let result = match args.command {
+        ActionsCommand::List {
+            state,
+            kind,
+            tenant,
+            after,
+            limit,
+            json,
+        } => {
+            if limit == 0 {
+                bail!("--limit must be 1..=100");
+            }
+            let filter = wharf::outbox::ListFilter {
+                state,
+                kind,
+                tenant_id: tenant,
+                after_id: after,
+                limit,
+            };
+            list(&db, &filter, json).await
+        }
         ActionsCommand::Show { id, json } => show(&db, id, json).await,
     };
     db.close().await?;
     result
 }
 
-async fn show(db: &Database, id: i64, as_json: bool) -> anyhow::Result<()> {
-    let Some(view) = wharf::outbox::get(&db.pool, id).await? else {
-        bail!("no action {id}");
-    };
+async fn list(
+    db: &Database,
+    filter: &wharf::outbox::ListFilter,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let page = wharf::outbox::list(&db.pool, filter).await?;
     if as_json {
-        let out = json!({
+        let items: Vec<_> = page.iter().map(view_json).collect();
+        let next = (page.len() as u32 == filter.limit).then(|| page.last().map(|v| v.id));
+        println!("{}", json!({"items": items, "next_after": next.flatten()}));
+        return Ok(());
+    }
+    if page.is_empty() {
+        println!("no actions");
+    }
+    for view in &page {
+        println!(
+            "{:>10}  {:<10} {:<10} {:<24} attempt {}/{}  {}",
+            view.id,
+            view.kind,
+            view.state.as_str(),
+            view.stop_reason.map(|r| r.as_str()).unwrap_or("-"),
+            view.attempt,
+            view.max_attempts,
+            view.idempotency_key
+        );
+    }
+    if page.len() as u32 == filter.limit {
+        if let Some(last) = page.last() {
+            println!("next: --after {}", last.id);
+        }
+    }
+    Ok(())
+}
+
+fn view_json(view: &wharf::outbox::ActionView) -> serde_json::Value {
+    json!({
             "id": view.id, "kind": view.kind, "tenant_id": view.tenant_id,
             "project_id": view.project_id, "lane_key": view.lane_key,
             "idempotency_key": view.idempotency_key, "state": view.state.as_str(),
@@ -76,8 +148,15 @@ async fn show(db: &Database, id: i64, as_json: bool) -> anyhow::Result<()> {
             "error_code": view.error_code, "readback_ref": view.readback_ref,
             "payload": view.payload, "run_at": view.run_at, "created_at": view.created_at,
             "ended_at": view.ended_at,
-        });
-        println!("{out}");
+    })
+}
+
+async fn show(db: &Database, id: i64, as_json: bool) -> anyhow::Result<()> {
+    let Some(view) = wharf::outbox::get(&db.pool, id).await? else {
+        bail!("no action {id}");
+    };
+    if as_json {
+        println!("{}", view_json(&view));
         return Ok(());
     }
     println!("action        {}", view.id);

@@ -1,6 +1,7 @@
 //! The `wharf` binary's one integration-test binary: the real executable, real PostgreSQL,
 //! real HTTP on loopback.
 
+mod actions;
 mod backup;
 mod bench;
 mod serve;
