@@ -130,10 +130,8 @@ async fn list(
             view.idempotency_key
         );
     }
-    if page.len() as u32 == filter.limit {
-        if let Some(last) = page.last() {
-            println!("next: --after {}", last.id);
-        }
+    if let Some(last) = page.last().filter(|_| page.len() as u32 == filter.limit) {
+        println!("next: --after {}", last.id);
     }
     Ok(())
 }
