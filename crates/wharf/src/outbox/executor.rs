@@ -1,7 +1,8 @@
 //! The executor: claims due actions, runs their adapters, records the results, and keeps the
 //! table tidy (sweeps, retention, gauges). Run one per replica; there is no leader.
 //!
-//! Owns: the claim loop, concurrency (overall and per kind), the call timeout, panic capture,
+//! Owns: the claim loop, concurrency (overall and per kind), claim budgets (per kind, and the
+//! per-tenant caps a claim applies before it locks anything), the call timeout, panic capture,
 //! completion batching, wake-ups (NOTIFY hint + polling with backoff), sweeps, retention,
 //! `drain`, and graceful shutdown. Must not know: any provider, or any SQL text (the store has
 //! it). The pure decision of what a result means is [`super::decide`].
@@ -13,7 +14,7 @@
 //! - A row is never stranded: an action whose attempt did not finish keeps its lease, and any
 //!   executor reclaims it when the lease runs out.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use super::error::Error;
 use super::kind::{ClaimBudget, Registry};
 use super::metrics;
 use crate::store;
-use crate::store::outbox::{ClaimedRow, CompletionRow};
+use crate::store::outbox::{ClaimedRow, CompletionRow, TenantCaps};
 
 /// Hard ceiling of one claim (SPEC §2.3): bounds the statement's locks and the batch's work.
 pub const CLAIM_BATCH_LIMIT: u32 = 100;
@@ -539,33 +540,55 @@ impl Executor {
         }
     }
 
-    /// The kinds this executor may claim now, each with how many it may start.
-    fn allowances(&self) -> HashMap<&'static str, u32> {
+    /// The kinds this executor may claim now, each with how many it may start, and the
+    /// per-tenant caps of the kinds that answered [`ClaimBudget::PerTenant`] (only caps that
+    /// can bind a claim of `want`; see [`KindCaps::new`]).
+    fn allowances(&self, want: u32) -> (HashMap<&'static str, u32>, Caps) {
         let inner = &self.inner;
-        inner
-            .registry
-            .all()
-            .filter_map(|r| {
-                let permits = inner.per_kind.get(r.spec.name)?.available_permits() as u32;
-                let budget = match r.adapter.claim_budget() {
-                    ClaimBudget::Unlimited => u32::MAX,
-                    ClaimBudget::AtMost(n) => n,
-                };
-                let allowed = permits.min(budget);
-                (allowed > 0).then_some((r.spec.name, allowed))
-            })
-            .collect()
+        let mut kinds = HashMap::new();
+        let mut caps = Caps::default();
+        for r in inner.registry.all() {
+            let Some(kind_sem) = inner.per_kind.get(r.spec.name) else {
+                continue;
+            };
+            let permits = kind_sem.available_permits() as u32;
+            let (budget, per_tenant) = match r.adapter.claim_budget() {
+                ClaimBudget::Unlimited => (u32::MAX, None),
+                ClaimBudget::AtMost(n) => (n, None),
+                ClaimBudget::PerTenant {
+                    total,
+                    others,
+                    tenants,
+                } => (total, Some((others, tenants))),
+            };
+            let mut allowed = permits.min(budget);
+            if let Some((others, tenants)) = per_tenant
+                && allowed > 0
+                && let Some(kind_caps) = KindCaps::new(others, tenants, allowed.min(want))
+            {
+                if kind_caps.allows_any() {
+                    caps.kinds.insert(r.spec.name, kind_caps);
+                } else {
+                    allowed = 0;
+                }
+            }
+            if allowed > 0 {
+                kinds.insert(r.spec.name, allowed);
+            }
+        }
+        (kinds, caps)
     }
 
     /// Claims up to `want` actions, with their permits. What a claim returns beyond a kind's
-    /// allowance is released at once without counting an attempt.
+    /// allowance is released at once without counting an attempt. Each kind's adapter is told
+    /// the tenants of what it is about to run ([`Adapter::claimed`](super::Adapter::claimed)).
     async fn claim(&self, want: u32, now: Option<DateTime<Utc>>) -> Result<Vec<Claimed>, Error> {
         if want == 0 {
             return Ok(Vec::new());
         }
         let inner = &self.inner;
         let c = &inner.config;
-        let mut allowances = self.allowances();
+        let (mut allowances, mut caps) = self.allowances(want);
         if allowances.is_empty() {
             return Ok(Vec::new());
         }
@@ -578,14 +601,16 @@ impl Executor {
                 .fold(0u32, |sum, n| sum.saturating_add(*n)),
         );
         let started = Instant::now();
-        let mut rows = self.claim_rows(want, now, &kinds).await?;
+        let mut rows = self.claim_rows(want, now, &kinds, &caps).await?;
         if (rows.len() as u32) < want {
             // Short: take the hint off rows that wait behind an earlier action of their lane,
-            // then look again if that uncovered anything.
+            // then look again if that uncovered anything. The second look must not give a
+            // tenant its cap a second time.
             let demoted = store::outbox::demote(&inner.pool, c.claim_scan_max, now).await?;
             if demoted > 0 {
+                caps.spend(&rows);
                 let more = self
-                    .claim_rows(want - rows.len() as u32, now, &kinds)
+                    .claim_rows(want - rows.len() as u32, now, &kinds, &caps)
                     .await?;
                 rows.extend(more);
             }
@@ -621,6 +646,7 @@ impl Executor {
                 None => release.push((row.id, row.epoch)),
             }
         }
+        self.tell_claimed(&claimed);
         if !release.is_empty() {
             let (ids, epochs): (Vec<i64>, Vec<i64>) = release.into_iter().unzip();
             store::outbox::release(&inner.pool, &ids, &epochs).await?;
@@ -628,25 +654,62 @@ impl Executor {
         Ok(claimed)
     }
 
+    /// Tells each kind's adapter the tenants of the actions it is about to run, before any
+    /// runs, so a budget is spent at the claim and the next claim sees it spent.
+    fn tell_claimed(&self, claimed: &[Claimed]) {
+        let mut by_kind: BTreeMap<&str, Vec<Option<&str>>> = BTreeMap::new();
+        for c in claimed {
+            by_kind
+                .entry(c.row.kind.as_str())
+                .or_default()
+                .push(c.row.tenant_id.as_deref());
+        }
+        for (kind, tenants) in by_kind {
+            if let Some(registered) = self.inner.registry.get(kind) {
+                registered.adapter.claimed(&tenants);
+            }
+        }
+    }
+
     async fn claim_rows(
         &self,
         want: u32,
         now: Option<DateTime<Utc>>,
         kinds: &[&str],
+        caps: &Caps,
     ) -> Result<Vec<ClaimedRow>, Error> {
         let c = &self.inner.config;
+        // The capped statement only while some kind has caps that can bind: it probes every
+        // scanned candidate, where the plain one stops at the first `want` heads.
+        let tenant_caps = (!caps.kinds.is_empty()).then(|| caps.to_store());
         let mut tries = 0;
         loop {
-            match store::outbox::claim(
-                &self.inner.pool,
-                want,
-                c.lease_ms,
-                now,
-                kinds,
-                c.claim_scan_max,
-            )
-            .await
-            {
+            let claimed = match &tenant_caps {
+                None => {
+                    store::outbox::claim(
+                        &self.inner.pool,
+                        want,
+                        c.lease_ms,
+                        now,
+                        kinds,
+                        c.claim_scan_max,
+                    )
+                    .await
+                }
+                Some(tenant_caps) => {
+                    store::outbox::claim_capped(
+                        &self.inner.pool,
+                        want,
+                        c.lease_ms,
+                        now,
+                        kinds,
+                        c.claim_scan_max,
+                        tenant_caps,
+                    )
+                    .await
+                }
+            };
+            match claimed {
                 Ok(rows) => return Ok(rows),
                 // Two replicas took heads of one lane at the same moment; the unique index let
                 // one win. The loser's statement changed nothing: look again.
@@ -760,5 +823,202 @@ impl Executor {
             }
         }
         Ok(())
+    }
+}
+
+/// The per-tenant caps of one claim, by kind (kinds without caps are not in it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Caps {
+    kinds: BTreeMap<&'static str, KindCaps>,
+}
+
+/// One kind's per-tenant caps for one claim (from [`ClaimBudget::PerTenant`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KindCaps {
+    /// The cap of every tenant not in `tenants`.
+    others: u32,
+    /// Tenants with their own cap, never equal to `others`. The key "" stands for the actions
+    /// without a tenant, once a claim took some (adapters cannot list it: see `new`).
+    tenants: BTreeMap<String, u32>,
+}
+
+impl KindCaps {
+    /// Caps for a claim that can take at most `bound` actions of the kind, or `None` when no
+    /// cap can bind such a claim (every tenant may have all `bound`): then the kind is claimed
+    /// by the cheap uncapped statement. Caps above `bound` are lowered to it, a tenant listed
+    /// twice keeps its smaller cap, an empty tenant name (no action has one) is dropped, and of
+    /// more than [`ClaimBudget::TENANTS_MAX`] tenants the tightest caps are kept.
+    fn new(others: u32, tenants: Vec<(String, u32)>, bound: u32) -> Option<KindCaps> {
+        let others = others.min(bound);
+        let mut listed: BTreeMap<String, u32> = BTreeMap::new();
+        for (tenant, n) in tenants {
+            if tenant.is_empty() {
+                continue;
+            }
+            let n = n.min(bound);
+            listed
+                .entry(tenant)
+                .and_modify(|m| *m = (*m).min(n))
+                .or_insert(n);
+        }
+        listed.retain(|_, n| *n != others);
+        if listed.len() > ClaimBudget::TENANTS_MAX {
+            let mut tightest: Vec<(String, u32)> = listed.into_iter().collect();
+            tightest.sort_by_key(|(_, n)| *n);
+            tightest.truncate(ClaimBudget::TENANTS_MAX);
+            listed = tightest.into_iter().collect();
+        }
+        if listed.is_empty() && others >= bound {
+            return None;
+        }
+        Some(KindCaps {
+            others,
+            tenants: listed,
+        })
+    }
+
+    /// Whether any tenant may have an action claimed.
+    fn allows_any(&self) -> bool {
+        self.others > 0 || self.tenants.values().any(|n| *n > 0)
+    }
+
+    /// One action of `tenant` was claimed: its tenant may have one fewer.
+    fn spend(&mut self, tenant: Option<&str>) {
+        let others = self.others;
+        let n = self
+            .tenants
+            .entry(tenant.unwrap_or_default().to_owned())
+            .or_insert(others);
+        *n = n.saturating_sub(1);
+    }
+}
+
+impl Caps {
+    /// The claimed `rows` spent their tenants' caps.
+    fn spend(&mut self, rows: &[ClaimedRow]) {
+        for row in rows {
+            if let Some(kind_caps) = self.kinds.get_mut(row.kind.as_str()) {
+                kind_caps.spend(row.tenant_id.as_deref());
+            }
+        }
+    }
+
+    /// The caps as `claim_capped.sql` takes them.
+    fn to_store(&self) -> TenantCaps {
+        let mut caps = TenantCaps::default();
+        let mut push = |kind: &str, tenant: Option<&str>, n: u32| {
+            caps.kinds.push(kind.to_owned());
+            caps.tenants.push(tenant.map(str::to_owned));
+            caps.rows.push(i32::try_from(n).unwrap_or(i32::MAX));
+        };
+        for (kind, kind_caps) in &self.kinds {
+            push(kind, None, kind_caps.others);
+            for (tenant, n) in &kind_caps.tenants {
+                push(kind, Some(tenant), *n);
+            }
+        }
+        caps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(pairs: &[(&str, u32)]) -> Vec<(String, u32)> {
+        pairs.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect()
+    }
+
+    fn caps(others: u32, pairs: &[(&str, u32)]) -> Option<KindCaps> {
+        Some(KindCaps {
+            others,
+            tenants: pairs.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect(),
+        })
+    }
+
+    #[test]
+    fn caps_that_cannot_bind_are_not_sent() {
+        // (others, listed, bound) ⇒ caps.
+        let check = |others, pairs: &[(&str, u32)], bound, want: Option<KindCaps>| {
+            assert_eq!(
+                KindCaps::new(others, listed(pairs), bound),
+                want,
+                "{others} {pairs:?} {bound}"
+            );
+        };
+        // Nobody limited, and a full bucket covers the whole claim: the cheap statement.
+        check(400, &[], 100, None);
+        check(100, &[], 100, None);
+        check(u32::MAX, &[("a", 100), ("b", 500)], 100, None);
+        // A full bucket smaller than the claim binds every tenant.
+        check(4, &[], 100, caps(4, &[]));
+        // Listed tenants under the bound bind; those at the bound equal the others and go.
+        check(
+            400,
+            &[("a", 0), ("b", 3), ("c", 250)],
+            100,
+            caps(100, &[("a", 0), ("b", 3)]),
+        );
+        // Listed at the others' cap: nothing to say about them.
+        check(4, &[("a", 4), ("b", 2)], 100, caps(4, &[("b", 2)]));
+        // Twice listed keeps the smaller; an empty name is no tenant's and is dropped.
+        check(4, &[("a", 3), ("a", 1), ("", 0)], 100, caps(4, &[("a", 1)]));
+        // Nobody but a listed tenant may start anything.
+        check(0, &[("a", 2)], 10, caps(0, &[("a", 2)]));
+    }
+
+    #[test]
+    fn a_kind_nobody_may_start_is_not_claimed() {
+        assert!(
+            !KindCaps::new(0, listed(&[("a", 0)]), 10)
+                .unwrap()
+                .allows_any()
+        );
+        assert!(!KindCaps::new(0, vec![], 10).unwrap().allows_any());
+        assert!(
+            KindCaps::new(0, listed(&[("a", 1)]), 10)
+                .unwrap()
+                .allows_any()
+        );
+        assert!(
+            KindCaps::new(1, listed(&[("a", 0)]), 10)
+                .unwrap()
+                .allows_any()
+        );
+    }
+
+    #[test]
+    fn too_many_tenants_keep_the_tightest_caps() {
+        let many: Vec<(String, u32)> = (0..ClaimBudget::TENANTS_MAX + 2)
+            .map(|i| (format!("t{i:05}"), if i < 2 { 3 } else { 0 }))
+            .collect();
+        let kept = KindCaps::new(5, many, 100).unwrap();
+        assert_eq!(kept.tenants.len(), ClaimBudget::TENANTS_MAX);
+        assert!(kept.tenants.values().all(|n| *n == 0), "the zeros stay");
+    }
+
+    #[test]
+    fn a_second_look_spends_what_the_first_took() {
+        let mut kind_caps = KindCaps::new(3, listed(&[("a", 1)]), 100).unwrap();
+        kind_caps.spend(Some("a"));
+        kind_caps.spend(Some("a"));
+        kind_caps.spend(Some("b"));
+        kind_caps.spend(None);
+        assert_eq!(kind_caps, caps(3, &[("", 2), ("a", 0), ("b", 2)]).unwrap());
+
+        let mut all = Caps::default();
+        all.kinds.insert("envelope", kind_caps);
+        let store = all.to_store();
+        assert_eq!(store.kinds, vec!["envelope"; 4]);
+        assert_eq!(
+            store.tenants,
+            vec![
+                None,
+                Some(String::new()),
+                Some("a".into()),
+                Some("b".into())
+            ]
+        );
+        assert_eq!(store.rows, vec![3, 2, 0, 2]);
     }
 }

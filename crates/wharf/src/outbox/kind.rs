@@ -207,16 +207,42 @@ impl Outcome {
 
 /// How many actions of a kind the adapter is willing to start now, asked just before a claim.
 ///
-/// This is the rate-limit hook: an adapter behind a provider quota answers `AtMost(n)` from its
-/// own token bucket, and the executor never claims what it could not start, so a limit never
-/// leaves an action EXECUTING (holding its lane) while it waits. The executor gives back what a
-/// claim returns beyond the budget without counting an attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// This is the rate-limit hook: an adapter behind a provider quota answers from its own token
+/// bucket, and the executor never claims what it could not start, so a limit never leaves an
+/// action EXECUTING (holding its lane) while it waits. The executor gives back what a claim
+/// returns beyond a kind's number without counting an attempt.
+///
+/// Reclaims of expired leases count against a kind's number like any claimed action, but are
+/// never held back by [`PerTenant`](ClaimBudget::PerTenant)'s caps: lease recovery does not wait
+/// for a budget (the adapter is told about them through [`Adapter::claimed`] like the rest).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimBudget {
     /// No limit beyond the executor's concurrency.
     Unlimited,
     /// At most this many now (0 ⇒ the kind is skipped by this claim).
     AtMost(u32),
+    /// A budget per tenant (e.g. the `envelope` kind's delivery limit, SPEC §3.8): at most
+    /// `total` of the kind now; of a listed tenant at most its number (0 ⇒ none of that
+    /// tenant's actions is claimed, they are not even looked at); of any other tenant, and of
+    /// actions without a tenant, at most `others`. The caps are applied inside the claim
+    /// statement, before anything is locked, so a tenant out of budget never has a row taken
+    /// from ADMITTED. A tenant listed twice gets the smaller number.
+    PerTenant {
+        /// At most this many of the kind, whatever the tenant.
+        total: u32,
+        /// At most this many of each tenant that `tenants` does not list.
+        others: u32,
+        /// Tenants with their own cap. Of more than [`ClaimBudget::TENANTS_MAX`] only the
+        /// tightest caps are kept; the rest get `others` for this claim.
+        tenants: Vec<(String, u32)>,
+    },
+}
+
+impl ClaimBudget {
+    /// Most tenants one [`PerTenant`](ClaimBudget::PerTenant) answer may list: the caps travel
+    /// to PostgreSQL as arrays with every claim. The same bound as the delivery limit's
+    /// default number of tenant buckets, so its answers fit whole.
+    pub const TENANTS_MAX: usize = 10_000;
 }
 
 /// The one piece of code that carries out one kind of effect.
@@ -245,6 +271,15 @@ pub trait Adapter: Send + Sync + 'static {
     /// Asked before every claim (see [`ClaimBudget`]). Must be cheap and must not block.
     fn claim_budget(&self) -> ClaimBudget {
         ClaimBudget::Unlimited
+    }
+
+    /// Told right after a claim, with the tenant of each action of this kind the executor is
+    /// about to start (reclaims included; actions it gave back excluded), in no particular
+    /// order. Called once per claim for each kind that got at least one action. An
+    /// adapter with a budget spends it here, so that the next claim, which may come while
+    /// these actions still run, already sees it spent. Must be cheap and must not block.
+    fn claimed(&self, tenants: &[Option<&str>]) {
+        let _ = tenants;
     }
 
     /// Carries out one attempt.

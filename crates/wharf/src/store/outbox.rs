@@ -259,6 +259,47 @@ pub async fn claim<'c>(
         .await
 }
 
+/// Per-tenant caps of one claim, for `claim_capped.sql`: parallel columns, one row per cap.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantCaps {
+    /// The capped kind.
+    pub kinds: Vec<String>,
+    /// The tenant; `None` is the cap of every unlisted tenant of the kind (exactly one per
+    /// capped kind). Never empty.
+    pub tenants: Vec<Option<String>>,
+    /// At most this many of that tenant's lane heads (0 ⇒ none, not even looked at).
+    pub rows: Vec<i32>,
+}
+
+/// Claims like [`claim`], with the heads of some kinds capped per tenant
+/// (`claim_capped.sql`). Reclaims of expired leases are not capped.
+///
+/// Costs about twice [`claim`] (every scanned candidate is probed, not only the first heads;
+/// measured in `claim_capped.sql`), still bounded by `scan_max`. The executor uses it only
+/// while some kind's per-tenant caps can bind.
+#[allow(clippy::too_many_arguments)]
+pub async fn claim_capped<'c>(
+    executor: impl PgExecutor<'c>,
+    count_max: u32,
+    lease_ms: u64,
+    now: Option<DateTime<Utc>>,
+    kinds: &[&str],
+    scan_max: u32,
+    caps: &TenantCaps,
+) -> Result<Vec<ClaimedRow>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/outbox/claim_capped.sql"))
+        .bind(i32::try_from(count_max).unwrap_or(i32::MAX))
+        .bind(i64::try_from(lease_ms).unwrap_or(i64::MAX))
+        .bind(now)
+        .bind(kinds)
+        .bind(i32::try_from(scan_max).unwrap_or(i32::MAX))
+        .bind(&caps.kinds)
+        .bind(&caps.tenants)
+        .bind(&caps.rows)
+        .fetch_all(executor)
+        .await
+}
+
 /// Demotes head hints of rows waiting behind an earlier unstarted row (`demote.sql`).
 pub async fn demote<'c>(
     executor: impl PgExecutor<'c>,

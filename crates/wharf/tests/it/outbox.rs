@@ -10,3 +10,4 @@ mod fence;
 mod guard;
 mod housekeeping;
 mod support;
+mod tenant_caps;

@@ -53,6 +53,8 @@ pub struct Fake {
     pub scripts: Mutex<std::collections::HashMap<String, VecDeque<Step>>>,
     pub seen: Mutex<Vec<Seen>>,
     pub budget: Mutex<ClaimBudget>,
+    /// The tenants `claimed` was told, one entry per call.
+    pub claimed: Mutex<Vec<Vec<Option<String>>>>,
 }
 
 impl Fake {
@@ -70,6 +72,7 @@ impl Fake {
             scripts: Mutex::new(Default::default()),
             seen: Mutex::new(Vec::new()),
             budget: Mutex::new(ClaimBudget::Unlimited),
+            claimed: Mutex::new(Vec::new()),
         })
     }
 
@@ -105,7 +108,14 @@ impl Adapter for Fake {
     }
 
     fn claim_budget(&self) -> ClaimBudget {
-        *self.budget.lock().unwrap()
+        self.budget.lock().unwrap().clone()
+    }
+
+    fn claimed(&self, tenants: &[Option<&str>]) {
+        self.claimed
+            .lock()
+            .unwrap()
+            .push(tenants.iter().map(|t| t.map(str::to_owned)).collect());
     }
 
     async fn execute(&self, attempt: &mut Attempt) -> Outcome {
