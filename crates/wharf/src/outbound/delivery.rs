@@ -3,25 +3,30 @@
 //!
 //! Owns: the bucket arithmetic (pure functions of a bucket, the policy and `now`, tested as
 //! tables without sleeping) and [`DeliveryBudget`], a bounded map of tenant buckets that the
-//! `envelope` adapter consults. Must not know: SQL, the claim, or HTTP. The policy type is the
-//! inbox's [`LimitPolicy`], so delivery is configured like `sync-ingest`, independently.
+//! `envelope` adapter consults. Must not know: SQL, the claim statement, or HTTP. The policy
+//! type is the inbox's [`LimitPolicy`], so delivery is configured like `sync-ingest`,
+//! independently.
 //!
 //! # How it keeps rows from being stranded
 //!
-//! Two checks, one before and one after the claim:
+//! The adapter answers the outbox's three budget hooks from here:
 //!
-//! - **Before the claim** ([`DeliveryBudget::allowance_at`]): which tenants may start how many
-//!   deliveries now. The outbox's claim hook today takes one number per kind
-//!   ([`ClaimBudget::AtMost`](crate::outbox::ClaimBudget)), which cannot say "tenant A: 0,
-//!   tenant B: 5"; the per-tenant allowance needs the claim extension described on
-//!   [`TenantAllowance`]. With it, a tenant without tokens has no row claimed at all, and the
-//!   claim bound, retries, leases and dead letters are untouched.
-//! - **At execution** ([`DeliveryBudget::try_acquire_at`]): the adapter takes the tenant's
-//!   token before `begin_write`; without one it answers `Outcome::Defer { until }` with the
-//!   bucket's refill time. A deferral puts the row back to ADMITTED at once, counts no attempt
-//!   and sends nothing, so even a row claimed past its tenant's budget (today, or in a race
-//!   between replicas) is never left EXECUTING and never reaches the dead letters because of
-//!   the limit.
+//! - **Before the claim** ([`DeliveryBudget::claim_budget_at`]): which tenants may start how
+//!   many deliveries now, as a [`ClaimBudget::PerTenant`]. The claim statement caps each
+//!   tenant's lane heads by it and does not even look at a tenant without a whole token, so an
+//!   exhausted tenant's rows stay ADMITTED, untouched (no attempt, no lease, no EXECUTING row),
+//!   while other tenants' rows are claimed. The 100-row claim bound, the retry cap, lease
+//!   recovery (reclaims are never capped) and dead letters are unchanged.
+//! - **Right after the claim** ([`DeliveryBudget::charge_claimed_at`]): the claimed
+//!   deliveries are charged to their tenants and reserved for them, so the next claim, which
+//!   may come while these still run, sees the tokens spent.
+//! - **At execution** ([`DeliveryBudget::start_at`]): a delivery takes one of its tenant's
+//!   reservations; only when there is none (it slipped past the claim: another outbox
+//!   executor that does not report claims, or a bucket pushed out of a full map) does it take
+//!   a token, and without one the adapter answers `Outcome::Defer { until }` with the bucket's
+//!   refill time. A deferral puts the row back to ADMITTED at once, counts no attempt and
+//!   sends nothing, so even then no row is left EXECUTING or dead-lettered because of the
+//!   limit.
 //!
 //! Like the inbox limiters this is in memory, per replica: N replicas deliver up to N times the
 //! rate in total. Set the rate per replica.
@@ -31,6 +36,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::inbox::LimitPolicy;
+use crate::outbox::ClaimBudget;
 
 /// The limiter purpose of delivery, beside the inbox's `sync-ingest`.
 pub const DELIVERY_PURPOSE: &str = "delivery";
@@ -138,32 +144,8 @@ pub fn charge(bucket: Bucket, policy: LimitPolicy, n: u32, now: Instant) -> Buck
 }
 
 /// Per-tenant claim allowances for the `envelope` kind at one moment: what the claim needs to
-/// know to skip exhausted tenants before it locks anything.
-///
-/// # The outbox extension this needs
-///
-/// The outbox's claim hook cannot carry it yet. The extension (in `outbox/kind.rs`,
-/// `outbox/executor.rs` and `sql/outbox/claim.sql`) is:
-///
-/// 1. `ClaimBudget::PerTenant { total: u32, others: u32, tenants: Vec<(String, u32)> }`: at most
-///    `total` of the kind this claim; of a listed tenant at most its number (0 ⇒ none); of an
-///    unlisted tenant at most `others`. The envelope adapter's `claim_budget()` answers it from
-///    [`DeliveryBudget::allowance_at`] (`others` is the burst: a tenant without a bucket has a
-///    full one).
-/// 2. `claim.sql` takes three more arrays, `$6 text[]` kind, `$7 text[]` tenant (NULL = the
-///    kind's `others`), `$8 integer[]` rows, and filters the lane heads before `picked`:
-///    `row_number() OVER (PARTITION BY kind, tenant_id ORDER BY run_at, id) <= cap`, where a
-///    kind without entries is uncapped. Reclaims of expired leases are not capped, so lease
-///    recovery is exactly as before.
-/// 3. After the claim, the executor reports the claimed rows per kind to a new
-///    `Adapter::claimed(&self, tenants: &[Option<&str>])` hook (default: nothing), which the
-///    envelope adapter forwards to [`DeliveryBudget::charge_at`]; the adapter then skips
-///    `try_acquire` for those rows. Charging at the claim, not at execution, is what keeps a
-///    second claim (while the first batch still runs) from spending the same tokens.
-///
-/// The 100-row claim bound, retry cap, lease and dead-letter rules do not change: the caps only
-/// remove rows from the candidate set, and anything over a cap that slips through is released
-/// by the executor's existing over-allowance path (`release.sql`, no attempt counted).
+/// know to skip exhausted tenants before it locks anything. [`DeliveryBudget::claim_budget_at`]
+/// hands it to the outbox as [`ClaimBudget::PerTenant`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantAllowance {
     /// Deliveries a tenant without a listed number may start (a full bucket: the burst).
@@ -172,8 +154,30 @@ pub struct TenantAllowance {
     pub tenants: Vec<(String, u32)>,
 }
 
+impl From<TenantAllowance> for ClaimBudget {
+    fn from(allowance: TenantAllowance) -> ClaimBudget {
+        ClaimBudget::PerTenant {
+            // Only per tenant: the kind as a whole is bounded by the executor's concurrency.
+            total: u32::MAX,
+            others: allowance.others,
+            tenants: allowance.tenants,
+        }
+    }
+}
+
+/// One tenant's bucket, and the deliveries claims charged to it that have not started yet.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    bucket: Bucket,
+    /// Paid for at the claim ([`DeliveryBudget::charge_at`]), taken by
+    /// [`DeliveryBudget::start_at`]. Only a claimed row that never starts (its executor was cut
+    /// off) leaves one behind; the tenant's next delivery then starts on it, which keeps the
+    /// rate, since the token was charged.
+    reserved: u32,
+}
+
 struct State {
-    buckets: HashMap<String, Bucket>,
+    buckets: HashMap<String, Entry>,
 }
 
 /// The delivery rate limit of one replica: a token bucket per (tenant, `delivery`) under one
@@ -222,14 +226,17 @@ impl DeliveryBudget {
         f(&mut state)
     }
 
-    fn bucket(&self, state: &mut State, tenant: &str, now: Instant) -> Bucket {
+    fn entry(&self, state: &mut State, tenant: &str, now: Instant) -> Entry {
         match state.buckets.get(tenant) {
-            Some(b) => *b,
+            Some(e) => *e,
             None => {
                 if state.buckets.len() >= self.tenants_max {
                     self.make_room(state, now);
                 }
-                Bucket::full(self.policy, now)
+                Entry {
+                    bucket: Bucket::full(self.policy, now),
+                    reserved: 0,
+                }
             }
         }
     }
@@ -237,14 +244,17 @@ impl DeliveryBudget {
     fn make_room(&self, state: &mut State, now: Instant) {
         let burst = f64::from(self.policy.burst);
         let policy = self.policy;
+        // A full bucket without reservations means the same as a missing one.
         state
             .buckets
-            .retain(|_, b| refill(*b, policy, now).tokens < burst);
+            .retain(|_, e| e.reserved > 0 || refill(e.bucket, policy, now).tokens < burst);
         if state.buckets.len() >= self.tenants_max {
+            // The fullest goes, reservations and all: its rows then take tokens from a fresh
+            // (full) bucket at execution.
             let fullest = state
                 .buckets
                 .iter()
-                .max_by(|a, b| a.1.tokens.total_cmp(&b.1.tokens))
+                .max_by(|a, b| a.1.bucket.tokens.total_cmp(&b.1.bucket.tokens))
                 .map(|(k, _)| k.clone());
             if let Some(k) = fullest {
                 state.buckets.remove(&k);
@@ -252,8 +262,9 @@ impl DeliveryBudget {
         }
     }
 
-    /// Takes one delivery token of `tenant` now; `Err(wait)` when the tenant is limited. The
-    /// adapter calls this before `begin_write` and answers `Defer { until: wait }` on `Err`.
+    /// Takes one delivery token of `tenant` now; `Err(wait)` when the tenant is limited.
+    /// Ignores reservations: an adapter that charges at the claim calls
+    /// [`start`](Self::start) instead.
     pub fn try_acquire(&self, tenant: &str) -> Result<(), Duration> {
         self.try_acquire_at(tenant, Instant::now())
     }
@@ -264,25 +275,68 @@ impl DeliveryBudget {
             return Ok(());
         }
         self.with_state(|state| {
-            let bucket = self.bucket(state, tenant, now);
-            let (bucket, result) = take_one(bucket, self.policy, now);
-            state.buckets.insert(tenant.to_owned(), bucket);
+            let entry = self.entry(state, tenant, now);
+            let (bucket, result) = take_one(entry.bucket, self.policy, now);
+            state
+                .buckets
+                .insert(tenant.to_owned(), Entry { bucket, ..entry });
             result
         })
     }
 
-    /// Charges `n` deliveries of `tenant` that a claim already started (see
-    /// [`TenantAllowance`]), into debt if need be.
+    /// Charges `n` deliveries of `tenant` that a claim already started (see the module docs),
+    /// into debt if need be (at most one burst), and reserves them for
+    /// [`start_at`](Self::start_at).
     pub fn charge_at(&self, tenant: &str, n: u32, now: Instant) {
         if !self.policy.rate_per_s.is_finite() || n == 0 {
             return;
         }
         self.with_state(|state| {
-            let bucket = self.bucket(state, tenant, now);
-            state
-                .buckets
-                .insert(tenant.to_owned(), charge(bucket, self.policy, n, now));
+            let entry = self.entry(state, tenant, now);
+            state.buckets.insert(
+                tenant.to_owned(),
+                Entry {
+                    bucket: charge(entry.bucket, self.policy, n, now),
+                    reserved: entry.reserved.saturating_add(n),
+                },
+            );
         });
+    }
+
+    /// [`charge_at`](Self::charge_at) for what one claim took: the tenant of each claimed
+    /// delivery, as [`Adapter::claimed`](crate::outbox::Adapter::claimed) gets them. A
+    /// delivery without a tenant is not limited.
+    pub fn charge_claimed_at(&self, tenants: &[Option<&str>], now: Instant) {
+        let mut counts: HashMap<&str, u32> = HashMap::new();
+        for tenant in tenants.iter().flatten() {
+            let n = counts.entry(tenant).or_default();
+            *n = n.saturating_add(1);
+        }
+        for (tenant, n) in counts {
+            self.charge_at(tenant, n, now);
+        }
+    }
+
+    /// Starts one delivery of `tenant` now: on a reservation a claim paid for, or else on a
+    /// token. `Err(wait)` when there is neither; the adapter answers `Defer { until: wait }`.
+    pub fn start(&self, tenant: &str) -> Result<(), Duration> {
+        self.start_at(tenant, Instant::now())
+    }
+
+    /// [`start`](Self::start) at `now`.
+    pub fn start_at(&self, tenant: &str, now: Instant) -> Result<(), Duration> {
+        let reserved = self.with_state(|state| match state.buckets.get_mut(tenant) {
+            Some(entry) if entry.reserved > 0 => {
+                entry.reserved -= 1;
+                true
+            }
+            _ => false,
+        });
+        if reserved {
+            Ok(())
+        } else {
+            self.try_acquire_at(tenant, now)
+        }
     }
 
     /// Who may start how many deliveries at `now`, for the claim (see [`TenantAllowance`]).
@@ -295,7 +349,7 @@ impl DeliveryBudget {
                 state
                     .buckets
                     .iter()
-                    .map(|(tenant, b)| (tenant, whole_tokens(refill(*b, policy, now))))
+                    .map(|(tenant, e)| (tenant, whole_tokens(refill(e.bucket, policy, now))))
                     .filter(|(_, n)| *n < policy.burst)
                     .map(|(tenant, n)| (tenant.clone(), n))
                     .collect()
@@ -308,6 +362,15 @@ impl DeliveryBudget {
             others: policy.burst,
             tenants,
         }
+    }
+
+    /// What the `envelope` adapter answers the claim at `now`: nothing to limit for an
+    /// unlimited policy, else [`allowance_at`](Self::allowance_at) per tenant.
+    pub fn claim_budget_at(&self, now: Instant) -> ClaimBudget {
+        if !self.policy.rate_per_s.is_finite() {
+            return ClaimBudget::Unlimited;
+        }
+        self.allowance_at(now).into()
     }
 
     /// How many tenants hold a bucket now.
@@ -513,6 +576,67 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_pays_and_execution_starts_on_the_reservation() {
+        let budget = DeliveryBudget::new(POLICY, 100);
+        let t0 = Instant::now();
+        // A claim took three of a (one of them more than its bucket held) and one without a
+        // tenant (not limited).
+        budget.charge_claimed_at(&[Some("a"), Some("a"), Some("a"), None], t0);
+        assert_eq!(
+            budget.claim_budget_at(t0),
+            ClaimBudget::PerTenant {
+                total: u32::MAX,
+                others: 4,
+                tenants: vec![("a".into(), 1)],
+            }
+        );
+        // The three start on what the claim paid, though only one token is left.
+        for _ in 0..3 {
+            assert_eq!(budget.start_at("a", t0), Ok(()));
+        }
+        assert_eq!(budget.allowance_at(t0).tenants, vec![("a".into(), 1)]);
+        // A fourth slipped past the claim: it takes the last token, a fifth waits.
+        assert_eq!(budget.start_at("a", t0), Ok(()));
+        assert_eq!(
+            budget.start_at("a", t0),
+            Err(Duration::from_millis(500)),
+            "the fallback defers"
+        );
+        // A claim over the bucket goes into debt, at most one burst.
+        budget.charge_claimed_at(&[Some("b"); 10], t0);
+        assert_eq!(
+            budget.allowance_at(at(t0, 1_000)).tenants,
+            vec![("a".into(), 2), ("b".into(), 0)]
+        );
+        assert_eq!(
+            budget.allowance_at(at(t0, 2_500)).tenants,
+            vec![("b".into(), 1)],
+            "b paid off its debt of one burst (-4 + 5)"
+        );
+    }
+
+    #[test]
+    fn a_full_map_keeps_reservations_over_full_buckets() {
+        let budget = DeliveryBudget::new(POLICY, 2);
+        let t0 = Instant::now();
+        budget.charge_at("a", 4, t0);
+        assert!(budget.try_acquire_at("c", t0).is_ok());
+        // Ten seconds on, both buckets are full again, but a still holds four reservations:
+        // b pushes out c, not a.
+        let t1 = at(t0, 10_000);
+        budget.charge_at("b", 1, t1);
+        assert_eq!(budget.tenants(), 2);
+        for _ in 0..4 {
+            assert_eq!(budget.start_at("a", t1), Ok(()));
+        }
+        assert_eq!(
+            budget.allowance_at(t1).tenants,
+            vec![("b".into(), 3)],
+            "a started on its reservations, its bucket untouched"
+        );
+    }
+
+    #[test]
     fn unlimited_never_limits_or_remembers() {
         let budget = DeliveryBudget::new(LimitPolicy::UNLIMITED, 10);
         let t0 = Instant::now();
@@ -520,7 +644,9 @@ mod tests {
             assert!(budget.try_acquire_at("a", t0).is_ok());
         }
         budget.charge_at("a", 1_000, t0);
+        assert_eq!(budget.start_at("a", t0), Ok(()));
         assert_eq!(budget.tenants(), 0);
         assert_eq!(budget.allowance_at(t0).tenants, vec![]);
+        assert_eq!(budget.claim_budget_at(t0), ClaimBudget::Unlimited);
     }
 }

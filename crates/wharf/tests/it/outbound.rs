@@ -4,6 +4,7 @@
 //! `support` builds a scope with a current signing key and a registry whose `envelope` kind is
 //! a recording stub; every other module is one concern.
 
+mod claim_limit;
 mod dead_letters;
 mod delivery;
 mod emit;

@@ -1,5 +1,6 @@
-//! Delivery through the executor: the per-tenant delivery limit defers without stranding, and
-//! a refused delivery is a dead letter with its stable code.
+//! Delivery through the executor: the per-tenant delivery limit's fallback at execution defers
+//! without stranding, and a refused delivery is a dead letter with its stable code. The limit
+//! checked before the claim is in `claim_limit.rs`.
 
 use std::sync::Arc;
 
@@ -9,6 +10,8 @@ use wharf::outbox::{self, ActionState, StopReason};
 
 use super::support::*;
 
+/// What slips past the claim (here: an adapter that does not answer the claim hooks) is
+/// deferred at execution, never left EXECUTING.
 #[tokio::test]
 async fn a_limited_tenant_is_deferred_and_no_row_is_left_executing() {
     // Two deliveries per tenant and no refill during the test.
@@ -20,6 +23,9 @@ async fn a_limited_tenant_is_deferred_and_no_row_is_left_executing() {
         1_000,
     ));
     let fx = Fx::with_budget(Some(budget.clone())).await;
+    fx.stub
+        .claim_hooks
+        .store(false, std::sync::atomic::Ordering::SeqCst);
     outbound::generate_signing_key(fx.pool(), &fx.server_key, "beta", PROJECT)
         .await
         .unwrap();

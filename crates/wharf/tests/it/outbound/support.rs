@@ -1,7 +1,9 @@
 //! A scope `acme/web` with a current signing key, a stub `envelope` adapter that records what
 //! it would send, and small helpers.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use ed25519_dalek::VerifyingKey;
@@ -12,7 +14,8 @@ use wharf::outbound::{
     Scope, SealedKeySource, ServerKey,
 };
 use wharf::outbox::{
-    Adapter, Attempt, Backoff, ErrorCode, Executor, ExecutorConfig, KindSpec, Outcome, Registry,
+    Adapter, Attempt, Backoff, ClaimBudget, ErrorCode, Executor, ExecutorConfig, KindSpec, Outcome,
+    Registry,
 };
 use wharf_testkit::TestDb;
 
@@ -27,12 +30,19 @@ pub enum Answer {
     Refused,
 }
 
-/// A stub `envelope` adapter: reads the delivery like the real one, consults the delivery
-/// budget before the fence, records the body it would send.
+/// A stub `envelope` adapter: reads the delivery like the real one, answers the claim hooks
+/// from the delivery budget and starts each delivery on it before the fence, as the real one
+/// does, and records the body it would send. The budget's clock is the stub's own, moved by
+/// the test instead of sleeping.
 pub struct StubEnvelope {
     pub answer: Mutex<Answer>,
     pub budget: Option<Arc<DeliveryBudget>>,
     pub sent: Mutex<Vec<(String, Vec<u8>)>>,
+    /// "Now" for the budget.
+    pub clock: Mutex<Instant>,
+    /// Whether the claim hooks answer from the budget; off, only the check at execution (the
+    /// `Defer` fallback) limits deliveries.
+    pub claim_hooks: AtomicBool,
 }
 
 impl StubEnvelope {
@@ -41,11 +51,22 @@ impl StubEnvelope {
             answer: Mutex::new(Answer::Done),
             budget,
             sent: Mutex::new(Vec::new()),
+            clock: Mutex::new(Instant::now()),
+            claim_hooks: AtomicBool::new(true),
         })
     }
 
     pub fn sent(&self) -> Vec<(String, Vec<u8>)> {
         self.sent.lock().unwrap().clone()
+    }
+
+    pub fn now(&self) -> Instant {
+        *self.clock.lock().unwrap()
+    }
+
+    /// Moves the budget's clock on.
+    pub fn advance(&self, by: Duration) {
+        *self.clock.lock().unwrap() += by;
     }
 }
 
@@ -68,17 +89,34 @@ impl Adapter for StubEnvelope {
             .map_err(|_| "not an envelope delivery".to_owned())
     }
 
+    fn claim_budget(&self) -> ClaimBudget {
+        match &self.budget {
+            Some(budget) if self.claim_hooks.load(Ordering::SeqCst) => {
+                budget.claim_budget_at(self.now())
+            }
+            _ => ClaimBudget::Unlimited,
+        }
+    }
+
+    fn claimed(&self, tenants: &[Option<&str>]) {
+        if let Some(budget) = &self.budget
+            && self.claim_hooks.load(Ordering::SeqCst)
+        {
+            budget.charge_claimed_at(tenants, self.now());
+        }
+    }
+
     async fn execute(&self, attempt: &mut Attempt) -> Outcome {
+        if let (Some(budget), Some(tenant)) = (&self.budget, attempt.tenant_id())
+            && let Err(wait) = budget.start_at(tenant, self.now())
+        {
+            return Outcome::Defer { until: wait };
+        }
         let Ok(delivery) = EnvelopeDelivery::from_payload(attempt.payload()) else {
             return Outcome::Failed {
                 code: ErrorCode::from_static("envelope_payload"),
             };
         };
-        if let (Some(budget), Some(tenant)) = (&self.budget, attempt.tenant_id())
-            && let Err(wait) = budget.try_acquire(tenant)
-        {
-            return Outcome::Defer { until: wait };
-        }
         if attempt.fence().begin_write().await.is_err() {
             return Outcome::Abandoned;
         }
