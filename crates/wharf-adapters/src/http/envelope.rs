@@ -2,7 +2,8 @@
 //! ingest endpoint (`POST /v1/tenants/{t}/projects/{p}/envelopes`, SPEC §3.8 and §4).
 //!
 //! Owns: the `[envelope]` table (bearer credentials per destination), reading the action's
-//! [`EnvelopeDelivery`], the delivery rate limit check before the fence, and reading the
+//! [`EnvelopeDelivery`], answering the outbox's budget hooks from the per-tenant delivery rate
+//! limit (before the claim, right after it, and at execution), and reading the
 //! receiver's public v1 outcome into a stable code. Must not know: how the envelope was built
 //! or signed (`wharf::outbound` did that at emit, and the body is its stored canonical JSON,
 //! byte for byte), sockets or status classes (the sender and `classify` own those).
@@ -39,7 +40,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::Value;
 use wharf::outbound::{DeliveryBudget, ENVELOPE_KIND, EnvelopeDelivery};
-use wharf::outbox::{Adapter, Attempt, ErrorCode, KindSpec, Outcome};
+use wharf::outbox::{Adapter, Attempt, ClaimBudget, ErrorCode, KindSpec, Outcome};
 
 use super::config::endpoint_covers;
 use super::deliver::{outcome, send_fenced};
@@ -200,8 +201,11 @@ impl EnvelopeAdapter {
         })
     }
 
-    /// Applies the per-tenant delivery rate limit (SPEC §3.8): a tenant without a token gets
-    /// `Defer` (no attempt counted, nothing sent, the row back to ADMITTED at once).
+    /// Applies the per-tenant delivery rate limit (SPEC §3.8), checked before claiming: the
+    /// claim takes no row of a tenant without a token (it stays ADMITTED, untouched), and what
+    /// it takes is charged at once ([`DeliveryBudget`]'s module docs). A delivery that slipped
+    /// past the claim and finds no token answers `Defer` (no attempt counted, nothing sent,
+    /// the row back to ADMITTED at once).
     pub fn with_budget(mut self, budget: Arc<DeliveryBudget>) -> EnvelopeAdapter {
         self.budget = Some(budget);
         self
@@ -269,8 +273,33 @@ impl Adapter for EnvelopeAdapter {
         Ok(())
     }
 
+    fn claim_budget(&self) -> ClaimBudget {
+        match &self.budget {
+            Some(budget) => budget.claim_budget_at(Instant::now()),
+            None => ClaimBudget::Unlimited,
+        }
+    }
+
+    fn claimed(&self, tenants: &[Option<&str>]) {
+        if let Some(budget) = &self.budget {
+            budget.charge_claimed_at(tenants, Instant::now());
+        }
+    }
+
     async fn execute(&self, attempt: &mut Attempt) -> Outcome {
         let started = Instant::now();
+        // First, before anything can end the attempt: the claim reserved one delivery of this
+        // tenant for this row, and this takes it whatever follows, so reservations match
+        // claimed rows one for one. Without a reservation (the row slipped past the claim) it
+        // takes a token, or defers: nothing was sent and the attempt does not count; at least
+        // a millisecond, so a rounding to zero cannot make the row spin.
+        if let (Some(budget), Some(tenant)) = (&self.budget, attempt.tenant_id())
+            && let Err(wait) = budget.start(tenant)
+        {
+            return Outcome::Defer {
+                until: wait.max(Duration::from_millis(1)),
+            };
+        }
         let failed = |c| Outcome::Failed { code: code(c) };
         let Ok(delivery) = EnvelopeDelivery::from_payload(attempt.payload()) else {
             return failed(envelope_code::PAYLOAD_INVALID);
@@ -285,15 +314,6 @@ impl Adapter for EnvelopeAdapter {
             Ok(destination) => destination,
             Err(verdict) => return outcome(verdict),
         };
-        if let (Some(budget), Some(tenant)) = (&self.budget, attempt.tenant_id())
-            && let Err(wait) = budget.try_acquire(tenant)
-        {
-            // Nothing was sent and the attempt does not count; at least a millisecond, so a
-            // rounding to zero cannot make the row spin.
-            return Outcome::Defer {
-                until: wait.max(Duration::from_millis(1)),
-            };
-        }
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(AUTHORIZATION, authorization);

@@ -5,6 +5,7 @@
 //! through the real executor and the conformance suite.
 
 mod envelope;
+mod envelope_limit;
 mod receiver;
 mod server;
 mod webhook;

@@ -2,7 +2,7 @@
 //! the scripted server standing in for a receiving wharf: every receiver answer ends as the
 //! kind's table says, ambiguous failures are retried (the receiver deduplicates by event id),
 //! the body is the stored canonical envelope with a signature that verifies, and the delivery
-//! rate limit defers without leaving a row EXECUTING.
+//! rate limit holds a tenant's rows back before the claim, never leaving one EXECUTING.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -290,7 +290,7 @@ async fn a_destination_without_a_credential_is_never_called() {
 }
 
 #[tokio::test]
-async fn the_delivery_limit_defers_without_counting_or_holding_a_row() {
+async fn the_delivery_limit_holds_rows_back_before_the_claim() {
     // One delivery, then nothing for an hour.
     let budget = Arc::new(DeliveryBudget::new(
         LimitPolicy {
@@ -299,7 +299,7 @@ async fn the_delivery_limit_defers_without_counting_or_holding_a_row() {
         },
         16,
     ));
-    let f = fixture(Some(budget)).await;
+    let f = fixture(Some(budget.clone())).await;
     let first = f.emit("limited-1").await;
     let second = f.emit("limited-2").await;
     // Bounded: each round either runs something or the loop ends.
@@ -309,11 +309,11 @@ async fn the_delivery_limit_defers_without_counting_or_holding_a_row() {
         }
     }
     assert_eq!(f.view(first).await.state, ActionState::Done);
+    // The claim never took the second: not claimed and given back, not deferred, untouched.
     let held = f.view(second).await;
-    assert_eq!(held.state, ActionState::Admitted, "deferred, not EXECUTING");
-    assert_eq!(held.attempt, 0, "a deferral counts no attempt");
-    assert!(held.write_started_at.is_none());
-    assert!(held.run_at > chrono::Utc::now() + chrono::Duration::minutes(30));
+    assert_eq!(held.state, ActionState::Admitted, "never EXECUTING");
+    assert_eq!((held.attempt, held.epoch), (0, 0), "never claimed");
+    assert!(held.lease_expires_at.is_none() && held.write_started_at.is_none());
     assert_eq!(f.server.received().len(), 1);
     let executing: i64 =
         sqlx::query_scalar("SELECT count(*) FROM wharf.action WHERE state = 'EXECUTING'")
@@ -321,6 +321,11 @@ async fn the_delivery_limit_defers_without_counting_or_holding_a_row() {
             .await
             .unwrap();
     assert_eq!(executing, 0);
+    // The first delivery was charged at its claim and started on that, not charged twice.
+    assert_eq!(
+        budget.allowance_at(std::time::Instant::now()).tenants,
+        vec![("acme".to_owned(), 0)]
+    );
 }
 
 /// The conformance suite's view of the envelope adapter and the scripted server.
