@@ -8,24 +8,31 @@
 -- $14 project, $15 actor account, $16 actor device, $17 producer kind, $18 producer id; audit
 -- rows: $19 event id SHA-256 hex, $20 sequence (text), $21 outcome, $22 reason,
 -- $23 correlation id.
-WITH incoming AS (
-    SELECT *
+--
+-- Identity ids are drawn from the identity column's sequence up front (the CTE is materialised,
+-- so once per row), so each payload row knows its identity without joining the inserted rows
+-- back to the input — a join whose generic plan was a nested loop over both sides.
+WITH incoming AS MATERIALIZED (
+    SELECT nextval(pg_get_serial_sequence('wharf.inbox_identities', 'identity_id'))
+               AS identity_id,
+           t.*
     FROM unnest($2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
                 $8::text[], $9::text[], $10::text[], $11::text[])
          AS t(event_id, idempotency_key, producer_sequence, content_sha256, event_type, key_id,
               outcome, correlation_id, occurred_at, payload)
 ), stored AS (
-    INSERT INTO wharf.inbox_identities (stream_id, event_id, idempotency_key, producer_sequence,
-                                        content_sha256, event_type, key_id, outcome,
-                                        correlation_id)
-    SELECT $1, event_id, idempotency_key, producer_sequence::numeric, content_sha256,
-           event_type, key_id, outcome, correlation_id
+    INSERT INTO wharf.inbox_identities (identity_id, stream_id, event_id, idempotency_key,
+                                        producer_sequence, content_sha256, event_type, key_id,
+                                        outcome, correlation_id)
+    OVERRIDING SYSTEM VALUE
+    SELECT identity_id, $1, event_id, idempotency_key, producer_sequence::numeric,
+           content_sha256, event_type, key_id, outcome, correlation_id
     FROM incoming
-    RETURNING identity_id, event_id
+    RETURNING identity_id
 ), payloads AS (
     INSERT INTO wharf.inbox_payloads (identity_id, occurred_at, payload)
-    SELECT stored.identity_id, incoming.occurred_at, incoming.payload::jsonb
-    FROM stored JOIN incoming USING (event_id)
+    SELECT identity_id, occurred_at, payload::jsonb
+    FROM incoming
     RETURNING identity_id
 ), cursor AS (
     UPDATE wharf.inbox_streams
