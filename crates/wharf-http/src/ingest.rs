@@ -1,0 +1,278 @@
+//! The inbox's ingest endpoints (SPEC §4), authenticated by the producer's own bearer credential:
+//!
+//! - `POST /v1/tenants/{tenant}/projects/{project}/envelopes` — one envelope.
+//! - `POST /v1/tenants/{tenant}/projects/{project}/envelopes:batch` — `{"envelopes": [ … ]}`,
+//!   many envelopes of one stream.
+//!
+//! Owns: the body limit (checked from `Content-Length` before a byte is read, and again while
+//! reading), the peer address, the JSON shapes, and the status codes. Every rule — limits,
+//! authentication, routes, keys, outcomes — is [`wharf::inbox::Inbox`]'s; a handler passes the
+//! raw body through untouched, because the signature covers the bytes as sent.
+//!
+//! Answers:
+//! - decided: `{"outcome", "reason", "correlation_id", "acknowledged_sequence", "original"?}`
+//!   with the outcome's status (200, 409, 422);
+//! - batch decided: 200 `{"correlation_id", "acknowledged_sequence", "results": [{"index",
+//!   "outcome", "reason", "event_id"?, "producer_sequence"?, "original"?}]}`;
+//! - not decided: `{"code", "reason", "correlation_id"}` with 401 (`WWW-Authenticate: Bearer`),
+//!   413, 429 (`Retry-After`) or 503.
+//!
+//! The peer is the TCP peer (serve with `into_make_service_with_connect_info::<SocketAddr>()`).
+//! `X-Forwarded-For` is not trusted: behind a proxy every client shares the proxy's bucket, so
+//! size the peer limit for that or limit at the proxy.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use serde::Serialize;
+use wharf::inbox::{BatchResponse, Inbox, Original, Response as Answer, Route, Status};
+
+use crate::error::CorrelationId;
+
+/// The single-envelope route.
+pub const SINGLE_PATH: &str = "/v1/tenants/{tenant}/projects/{project}/envelopes";
+/// The batch route.
+pub const BATCH_PATH: &str = "/v1/tenants/{tenant}/projects/{project}/envelopes:batch";
+
+/// The ingest routes on `inbox`. Body limits come from its configuration.
+pub fn routes(inbox: Arc<Inbox>) -> Router {
+    let single_max = inbox.config().body_bytes_max;
+    let batch_max = inbox.config().batch_body_bytes_max;
+    Router::new()
+        .route(
+            SINGLE_PATH,
+            post(single).layer(DefaultBodyLimit::max(single_max)),
+        )
+        .route(
+            BATCH_PATH,
+            post(batch).layer(DefaultBodyLimit::max(batch_max)),
+        )
+        .with_state(inbox)
+}
+
+#[derive(Serialize)]
+struct OriginalJson<'a> {
+    outcome: &'a str,
+    correlation_id: &'a str,
+}
+
+impl<'a> OriginalJson<'a> {
+    fn of(original: &'a Option<Original>) -> Option<OriginalJson<'a>> {
+        original.as_ref().map(|o| OriginalJson {
+            outcome: o.outcome.as_str(),
+            correlation_id: &o.correlation_id,
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct DecidedJson<'a> {
+    outcome: &'a str,
+    reason: &'a str,
+    correlation_id: &'a str,
+    acknowledged_sequence: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    original: Option<OriginalJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct ItemJson<'a> {
+    index: usize,
+    outcome: &'a str,
+    reason: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    producer_sequence: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    original: Option<OriginalJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct BatchJson<'a> {
+    correlation_id: &'a str,
+    acknowledged_sequence: u64,
+    results: Vec<ItemJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct ErrorJson<'a> {
+    code: &'a str,
+    reason: &'a str,
+    correlation_id: &'a str,
+}
+
+fn status_code(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// The HTTP answer for an inbox answer that is not a batch's per-item list.
+fn answer(a: &Answer) -> Response {
+    let status = status_code(a.status.http_status());
+    match (a.status, a.acknowledged_sequence) {
+        (Status::Outcome(outcome), Some(acknowledged_sequence)) => (
+            status,
+            Json(DecidedJson {
+                outcome: outcome.as_str(),
+                reason: a.reason,
+                correlation_id: &a.correlation_id,
+                acknowledged_sequence,
+                original: OriginalJson::of(&a.original),
+            }),
+        )
+            .into_response(),
+        _ => {
+            let mut response = (
+                status,
+                Json(ErrorJson {
+                    code: a.status.as_str(),
+                    reason: a.reason,
+                    correlation_id: &a.correlation_id,
+                }),
+            )
+                .into_response();
+            let headers = response.headers_mut();
+            if let Some(seconds) = a.retry_after_s {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            }
+            if a.status == Status::Unauthenticated {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            response
+        }
+    }
+}
+
+fn too_large(correlation: &CorrelationId) -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        Json(ErrorJson {
+            code: Status::TooLarge.as_str(),
+            reason: "body-too-large",
+            correlation_id: &correlation.0,
+        }),
+    )
+        .into_response()
+}
+
+/// SPEC §3.4 step 0: refuse by the announced length before reading anything.
+fn announced_too_large(headers: &HeaderMap, max: usize) -> bool {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|len| len > max as u64)
+}
+
+fn peer(connect: Option<Extension<ConnectInfo<SocketAddr>>>) -> IpAddr {
+    // Without connect info (a router served without it) every client shares one bucket: limited
+    // too much rather than not at all.
+    connect.map_or(
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        |Extension(ConnectInfo(a))| a.ip(),
+    )
+}
+
+/// The answer for a body that could not be read (`status` is the rejection's).
+fn unreadable(status: StatusCode, correlation: &CorrelationId) -> Response {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        return too_large(correlation);
+    }
+    // The client went away or sent a broken stream: nothing to decide, nothing stored.
+    (
+        status,
+        Json(ErrorJson {
+            code: "bad-request",
+            reason: "body-unreadable",
+            correlation_id: &correlation.0,
+        }),
+    )
+        .into_response()
+}
+
+async fn single(
+    State(inbox): State<Arc<Inbox>>,
+    Path((tenant, project)): Path<(String, String)>,
+    Extension(correlation): Extension<CorrelationId>,
+    connect: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if announced_too_large(&headers, inbox.config().body_bytes_max) {
+        return too_large(&correlation);
+    }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return unreadable(rejection.status(), &correlation),
+    };
+    let bearer = crate::auth::bearer(&headers).unwrap_or_default();
+    let a = inbox
+        .ingest_correlated(
+            correlation.0.clone(),
+            peer(connect),
+            bearer,
+            Route::new(tenant, project),
+            &body,
+        )
+        .await;
+    answer(&a)
+}
+
+async fn batch(
+    State(inbox): State<Arc<Inbox>>,
+    Path((tenant, project)): Path<(String, String)>,
+    Extension(correlation): Extension<CorrelationId>,
+    connect: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if announced_too_large(&headers, inbox.config().batch_body_bytes_max) {
+        return too_large(&correlation);
+    }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return unreadable(rejection.status(), &correlation),
+    };
+    let bearer = crate::auth::bearer(&headers).unwrap_or_default();
+    let b: BatchResponse = inbox
+        .ingest_batch_correlated(
+            correlation.0.clone(),
+            peer(connect),
+            bearer,
+            Route::new(tenant, project),
+            &body,
+        )
+        .await;
+    if b.head.status != Status::Decided {
+        return answer(&b.head);
+    }
+    let results = b
+        .items
+        .iter()
+        .map(|item| ItemJson {
+            index: item.index,
+            outcome: item.outcome.as_str(),
+            reason: item.reason,
+            event_id: item.event_id.as_deref(),
+            producer_sequence: item.producer_sequence,
+            original: OriginalJson::of(&item.original),
+        })
+        .collect();
+    (
+        StatusCode::OK,
+        Json(BatchJson {
+            correlation_id: &b.head.correlation_id,
+            acknowledged_sequence: b.head.acknowledged_sequence.unwrap_or_default(),
+            results,
+        }),
+    )
+        .into_response()
+}
