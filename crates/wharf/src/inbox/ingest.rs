@@ -95,6 +95,35 @@ impl Item {
     }
 }
 
+/// The peer limiter's key for an address. An IPv6 client usually holds a whole /64 and can send
+/// from any address in it, so IPv6 peers are limited per /64 (and an IPv4-mapped address as
+/// the IPv4 address it is); otherwise one client could rotate through fresh buckets and evict
+/// everyone else's.
+pub(crate) fn peer_key(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V4(_) => peer,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(
+                u128::from(v6) & !u128::from(u64::MAX),
+            )),
+        },
+    }
+}
+
+/// Counts one answer in the `metrics` facade: `wharf_inbox_answers_total{status, outcome,
+/// reason}` (the binary exports it to Prometheus). Reasons and outcomes are closed sets, so the
+/// label cardinality is bounded.
+fn count(status: &'static str, outcome: &'static str, reason: &'static str) {
+    metrics::counter!(
+        "wharf_inbox_answers_total",
+        "status" => status,
+        "outcome" => outcome,
+        "reason" => reason
+    )
+    .increment(1);
+}
+
 /// The closed batch body: `{"envelopes": [ … ]}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -442,8 +471,29 @@ impl Inbox {
         }
     }
 
-    /// Steps 0–3: body length, peer limiter, authentication, identity limiter.
+    /// Steps 0–3 (see [`Inbox::admit_uncounted`]), with every refusal counted.
     async fn admit(
+        &self,
+        peer: IpAddr,
+        bearer: &str,
+        body_bytes: usize,
+        body_bytes_max: usize,
+        correlation_id: &str,
+    ) -> Result<VerifiedIdentity, Response> {
+        let admitted = self
+            .admit_uncounted(peer, bearer, body_bytes, body_bytes_max, correlation_id)
+            .await;
+        // 503 is counted where it is made (`unavailable`).
+        if let Err(answer) = &admitted
+            && answer.status != Status::Unavailable
+        {
+            count(answer.status.as_str(), "none", answer.reason);
+        }
+        admitted
+    }
+
+    /// Steps 0–3: body length, peer limiter, authentication, identity limiter.
+    async fn admit_uncounted(
         &self,
         peer: IpAddr,
         bearer: &str,
@@ -455,7 +505,7 @@ impl Inbox {
         if body_bytes > body_bytes_max {
             return Err(bare(Status::TooLarge, "body-too-large"));
         }
-        if let Err(wait) = self.peer_limiter.check(&peer) {
+        if let Err(wait) = self.peer_limiter.check(&peer_key(peer)) {
             return Err(Response {
                 retry_after_s: Some(retry_after_s(wait)),
                 ..bare(Status::RateLimited, "peer-limited")
@@ -483,6 +533,7 @@ impl Inbox {
     fn unavailable(&self, e: sqlx::Error, correlation_id: String) -> Response {
         // The error text may name a constraint or a connection problem, never envelope content:
         // every value reaches PostgreSQL as a bind parameter, which errors do not echo.
+        count(Status::Unavailable.as_str(), "none", "database");
         tracing::warn!(%correlation_id, error = %e, "inbox request failed; answered 503, nothing acknowledged");
         Response::bare(Status::Unavailable, "database", correlation_id)
     }
@@ -576,6 +627,19 @@ impl Inbox {
         }
     }
 
+    /// Counts the decisions of a committed request.
+    fn count_decided(items: &[Item]) {
+        for item in items {
+            if let Item::Done(done) = item {
+                count(
+                    "decided",
+                    done.decision.outcome.as_str(),
+                    done.decision.reason,
+                );
+            }
+        }
+    }
+
     fn audit_rows(items: &[Item], correlation_id: &str) -> AuditBatch {
         let mut audit = AuditBatch::default();
         for item in items {
@@ -612,6 +676,7 @@ impl Inbox {
         bump(&self.counters.audit_writes);
         let acknowledged_sequence =
             store::audit_insert(&self.pool, Self::audit_scope(identity, route), &audit).await?;
+        Self::count_decided(&items);
         Ok(Decided {
             items,
             acknowledged_sequence,
@@ -776,9 +841,25 @@ impl Inbox {
             }
         }
         tx.commit().await?;
+        Self::count_decided(&items);
         Ok(Decided {
             items,
             acknowledged_sequence,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_peers_share_a_bucket_per_64() {
+        let key = |s: &str| peer_key(s.parse().unwrap());
+        assert_eq!(key("192.0.2.1"), key("192.0.2.1"));
+        assert_ne!(key("192.0.2.1"), key("192.0.2.2"));
+        assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("::ffff:192.0.2.1"), key("192.0.2.1"));
     }
 }
