@@ -250,3 +250,47 @@ async fn identities_and_audit_are_append_only() {
     }
     assert_eq!(fx.counts().await.identities, 1);
 }
+
+#[tokio::test]
+async fn a_failure_anywhere_answers_503_and_commits_nothing() {
+    let fx = Fx::new().await;
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+    // Make the audit write fail inside the one transaction (as a full disk or a lost connection
+    // would): identities, payloads and the cursor must roll back with it.
+    sqlx::raw_sql(
+        "CREATE FUNCTION public.fail_audit() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
+         CREATE TRIGGER fail_audit BEFORE INSERT ON wharf.inbox_audit
+           FOR EACH ROW EXECUTE FUNCTION public.fail_audit();",
+    )
+    .execute(fx.pool())
+    .await
+    .unwrap();
+    let before = fx.counts().await;
+    for body in [fx.body(2), fx.body(1), b"{".to_vec()] {
+        let answer = fx.send(&body).await;
+        assert_eq!(
+            (answer.status, answer.reason),
+            (Status::Unavailable, "database")
+        );
+        assert_eq!(answer.status.http_status(), 503);
+        assert_eq!(answer.acknowledged_sequence, None);
+        assert!(!answer.is_acknowledged());
+    }
+    assert_eq!(fx.counts().await, before, "nothing committed");
+    assert_eq!(fx.cursor().await, (1, 1));
+
+    // The same envelope again, once the database is healthy: accepted exactly once.
+    sqlx::query("DROP TRIGGER fail_audit ON wharf.inbox_audit")
+        .execute(fx.pool())
+        .await
+        .unwrap();
+    let answer = fx.send(&fx.body(2)).await;
+    assert_eq!(answer.status, Status::Outcome(Outcome::AcceptDelayed));
+    assert_eq!(answer.acknowledged_sequence, Some(2));
+
+    // A database that cannot be reached at all: 503 before anything else.
+    fx.pool().close().await;
+    let answer = fx.send(&fx.body(3)).await;
+    assert_eq!(answer.status, Status::Unavailable);
+}
