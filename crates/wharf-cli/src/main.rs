@@ -49,6 +49,18 @@ enum Command {
     SigningKey(cmd::outbound::SigningKeyArgs),
     /// Sign a controlplane/v1 envelope with the tenant's current key and deliver it.
     Emit(cmd::outbound::EmitArgs),
+    /// Inbox tenants.
+    Tenant(cmd::tenant::TenantArgs),
+    /// Producer credentials (bearer tokens) of a tenant.
+    Credential(cmd::credential::CredentialArgs),
+    /// Producers' verification keys per tenant and project.
+    Key(cmd::key::KeyArgs),
+    /// Producer streams: cursor, replay floor, audited skips.
+    Streams(cmd::streams::StreamsArgs),
+    /// Sign and send an envelope to a wharf inbox (a producer).
+    Send(cmd::send::SendArgs),
+    /// Delete what has outlived its retention (inbox payloads, ended actions).
+    Retention(cmd::retention::RetentionArgs),
     // New commands go above this line, one variant each, with their module under cmd/.
 }
 
@@ -89,6 +101,12 @@ fn main() -> std::process::ExitCode {
             Command::DeadLetters(args) => cmd::actions::dead_letters(&config, args).await,
             Command::SigningKey(args) => cmd::outbound::signing_key(&config, args).await,
             Command::Emit(args) => cmd::outbound::emit(&config, args).await,
+            Command::Tenant(args) => cmd::tenant::run(&config, args).await,
+            Command::Credential(args) => cmd::credential::run(&config, args).await,
+            Command::Key(args) => cmd::key::run(&config, args).await,
+            Command::Streams(args) => cmd::streams::run(&config, args).await,
+            Command::Send(args) => cmd::send::run(&config, args).await,
+            Command::Retention(args) => cmd::retention::run(&config, args).await,
             // New commands are dispatched above this line.
         }
     });

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod dead_letters;
 pub mod error;
 pub mod health;
+pub mod ingest;
 pub mod openapi;
 
 use axum::Router;

@@ -4,7 +4,13 @@
 pub mod actions;
 pub mod backup;
 pub mod bench;
+pub mod credential;
+pub mod key;
 pub mod outbound;
 pub mod progress;
+pub mod retention;
+pub mod send;
 pub mod serve;
+pub mod streams;
+pub mod tenant;
 pub mod verify;

@@ -70,12 +70,20 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     let executor = compose::executor(config, db.pool.clone(), registry.clone())?;
     let operator_token =
         wharf_http::auth::OperatorToken::new(args.operator_token.or(section.operator_token));
+    let inbox_settings: wharf::inbox::InboxSettings = config.section("inbox")?;
+    let inbox = Arc::new(wharf::inbox::Inbox::new(
+        db.pool.clone(),
+        inbox_settings
+            .into_config()
+            .context("invalid [inbox] configuration")?,
+    ));
 
     let routers = vec![
         wharf_http::health::routes(db.pool.clone(), Some(prometheus)),
         wharf_http::openapi::routes(),
         wharf_http::actions::routes(db.pool.clone(), registry.clone(), operator_token.clone()),
         wharf_http::dead_letters::routes(db.pool.clone(), operator_token.clone()),
+        wharf_http::ingest::routes(inbox),
         // Route modules are added above this line, one entry each.
     ];
     let app = wharf_http::app(routers);

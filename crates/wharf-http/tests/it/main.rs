@@ -2,5 +2,6 @@
 
 mod actions;
 mod dead_letters;
+mod ingest;
 mod openapi;
 mod support;
