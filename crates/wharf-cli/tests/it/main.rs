@@ -4,5 +4,6 @@
 mod actions;
 mod backup;
 mod bench;
+mod exchange;
 mod serve;
 mod support;

@@ -46,7 +46,11 @@ pub struct Server {
 impl Server {
     /// Starts `wharf serve` with `args` on a free port, in `cwd`, and waits for `/healthz`.
     pub async fn start(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
-        let port = free_port();
+        Server::start_on(cwd, free_port(), args, env).await
+    }
+
+    /// As [`Server::start`], on a given port.
+    pub async fn start_on(cwd: &Path, port: u16, args: &[&str], env: &[(&str, &str)]) -> Server {
         let listen = format!("127.0.0.1:{port}");
         let mut cmd = wharf();
         cmd.current_dir(cwd)
