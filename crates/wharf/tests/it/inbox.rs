@@ -11,4 +11,3 @@ mod outcomes;
 mod refusals;
 mod retention;
 mod support;
-mod throughput;
