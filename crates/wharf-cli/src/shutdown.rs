@@ -20,23 +20,37 @@ pub async fn signal() {
     tracing::info!("shutting down");
 }
 
-/// One stop signal, many listeners: the HTTP server and the executor stop together.
+/// One stop signal, many listeners: the HTTP server and the executor stop together, whether
+/// the operator asked (SIGINT/SIGTERM) or one of them failed.
 #[derive(Clone)]
-pub struct Stop(tokio::sync::watch::Receiver<bool>);
+pub struct Stop {
+    tx: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
+    rx: tokio::sync::watch::Receiver<bool>,
+}
 
 impl Stop {
     /// Starts listening for SIGINT/SIGTERM.
     pub fn on_signal() -> Stop {
         let (tx, rx) = tokio::sync::watch::channel(false);
+        let stop = Stop {
+            tx: std::sync::Arc::new(tx),
+            rx,
+        };
+        let trigger = stop.clone();
         tokio::spawn(async move {
             signal().await;
-            let _ = tx.send(true);
+            trigger.trigger();
         });
-        Stop(rx)
+        stop
+    }
+
+    /// Stops everything that waits on this signal.
+    pub fn trigger(&self) {
+        let _ = self.tx.send(true);
     }
 
     /// Completes once the stop signal came.
     pub async fn wait(mut self) {
-        let _ = self.0.wait_for(|stopped| *stopped).await;
+        let _ = self.rx.wait_for(|stopped| *stopped).await;
     }
 }

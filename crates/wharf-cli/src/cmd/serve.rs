@@ -15,9 +15,22 @@ use crate::shutdown::Stop;
 /// nothing to the network.
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:8080";
 
-/// Connections the server's pool may hold: the executor's claims and completions plus HTTP
-/// handlers. PostgreSQL's default `max_connections` is 100; leave room for other replicas.
-pub const SERVE_CONNECTIONS_MAX: u32 = 20;
+/// Connections the pool holds beside the executor's share: HTTP handlers, claims, completions,
+/// the NOTIFY listener and the sweeps.
+pub const SERVE_CONNECTIONS_BASE: u32 = 12;
+
+/// Most connections one process opens. PostgreSQL's default `max_connections` is 100 (the
+/// embedded cluster allows 200): leave room for other replicas and for operators.
+pub const SERVE_CONNECTIONS_MAX: u32 = 64;
+
+/// The pool size: a connection for every second running attempt (a fence and a notice lookup
+/// are short; attempts rarely hold one at the same moment) on top of the base, at most
+/// [`SERVE_CONNECTIONS_MAX`]. Too small a pool makes fences wait for a connection and give up,
+/// which leaves actions waiting out their lease.
+fn pool_size(config: &Config) -> anyhow::Result<u32> {
+    let executor = compose::executor_config(config)?;
+    Ok((SERVE_CONNECTIONS_BASE + executor.concurrency_max.div_ceil(2)).min(SERVE_CONNECTIONS_MAX))
+}
 
 /// `wharf serve` options.
 #[derive(Debug, clap::Args)]
@@ -63,7 +76,7 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         config,
         Open {
             migrate: true,
-            connections_max: SERVE_CONNECTIONS_MAX,
+            connections_max: pool_size(config)?,
         },
     )
     .await?;
@@ -101,10 +114,15 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     let work = async {
         if args.no_executor {
             stop.clone().wait().await;
-            Ok(())
-        } else {
-            executor.run(stop.clone().wait()).await
+            return Ok(());
         }
+        let worked = executor.run(stop.clone().wait()).await;
+        if worked.is_err() {
+            // A server that takes actions but never runs them is worse than none: stop
+            // serving too, and exit non-zero.
+            stop.trigger();
+        }
+        worked
     };
     let (served, worked) = tokio::join!(http, work);
     let closed = db.close().await;
@@ -120,7 +138,7 @@ pub async fn work(config: &Config, _args: WorkArgs) -> anyhow::Result<()> {
         config,
         Open {
             migrate: true,
-            connections_max: SERVE_CONNECTIONS_MAX,
+            connections_max: pool_size(config)?,
         },
     )
     .await?;

@@ -151,3 +151,27 @@ async fn an_enqueued_email_lands_as_a_file_under_the_embedded_default() {
         .unwrap();
     assert_eq!(state, "DONE");
 }
+
+#[tokio::test]
+async fn serve_refuses_an_invalid_configuration_before_serving() {
+    let db = wharf_testkit::TestDb::new().await;
+    let cwd = tempfile::tempdir().unwrap();
+    for (table, reason) in [
+        ("[executor]\nconcurrency_max = 0\n", "[executor]"),
+        ("[executor]\nfence_margin_ms = 1000\n", "[executor]"),
+        ("[email]\nrelay_port = 25\ncolour = \"red\"\n", "[email]"),
+        ("[serve]\nlisten = \"not an address\"\n", "[serve]"),
+    ] {
+        let config = cwd.path().join("wharf.toml");
+        std::fs::write(&config, table).unwrap();
+        let out = wharf()
+            .current_dir(cwd.path())
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("DATABASE_URL", db.url())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{table} was accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(reason), "{table}: {stderr}");
+    }
+}
