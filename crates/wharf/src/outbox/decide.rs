@@ -105,6 +105,11 @@ pub(crate) fn decide(
     jitter_draw: f64,
 ) -> Option<CompletionRow> {
     let backoff_ms = || backoff.delay_ms(claim.attempt, jitter_draw);
+    // A Retry or a Defer proves only that THIS attempt wrote nothing. Clear the mark only when
+    // this attempt set it (passed, or may have passed, its own fence): a reclaimed attempt that
+    // answers before its fence keeps the mark of the earlier attempt that may have written, so
+    // the next attempt still reads back (SPEC §2.4).
+    let clear_fence = fence != FenceStage::NotStarted;
     let crashed = |code: &ErrorCode| match fence {
         FenceStage::NotStarted => retry(claim, backoff_ms(), false, code),
         FenceStage::InFlight | FenceStage::Passed => {
@@ -130,13 +135,13 @@ pub(crate) fn decide(
                         .min(backoff.cap_ms),
                     None => backoff_ms(),
                 };
-                retry(claim, delay, true, code)
+                retry(claim, delay, clear_fence, code)
             }
             Outcome::Defer { until } => {
                 let delay = u64::try_from(until.as_millis())
                     .unwrap_or(u64::MAX)
                     .min(DEFER_MS_MAX);
-                waiting(claim, delay, 1, true, None)
+                waiting(claim, delay, 1, clear_fence, None)
             }
             Outcome::Uncertain { code } => ended(claim, StopReason::UncertainProvider, Some(code)),
             Outcome::Failed { code } => ended(claim, StopReason::ProviderRefused, Some(code)),
@@ -234,24 +239,24 @@ mod tests {
             claim(1, 3),
             retry_after,
             NotStarted,
-            Some(("ADMITTED", None, 7_000, 0, true)),
+            Some(("ADMITTED", None, 7_000, 0, false)),
         );
         check(
             claim(1, 3),
             retry_far,
-            NotStarted,
+            Passed,
             Some(("ADMITTED", None, 900_000, 0, true)),
         );
         check(
             claim(3, 3),
             defer.clone(),
             NotStarted,
-            Some(("ADMITTED", None, 1_500, 1, true)),
+            Some(("ADMITTED", None, 1_500, 1, false)),
         );
         check(
             claim(1, 3),
             defer_far,
-            NotStarted,
+            Passed,
             Some(("ADMITTED", None, DEFER_MS_MAX as i64, 1, true)),
         );
         check(

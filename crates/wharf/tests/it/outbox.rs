@@ -9,5 +9,6 @@ mod executor;
 mod fence;
 mod guard;
 mod housekeeping;
+mod reclaim;
 mod support;
 mod tenant_caps;
