@@ -90,6 +90,18 @@ pub enum Error {
         /// The data directory.
         path: PathBuf,
     },
+    /// The cluster exists but its password file is gone, so nobody can log in to it.
+    #[error(
+        "the PostgreSQL cluster in {data} has no password file {password}; restore that file, \
+         or remove the directory to start a new cluster (its data is lost), or use \
+         --database-url (or DATABASE_URL)"
+    )]
+    PasswordMissing {
+        /// The data directory.
+        data: PathBuf,
+        /// Where the password file should be.
+        password: PathBuf,
+    },
     /// A PostgreSQL program failed; its output is included. Retrying rarely helps; read it.
     #[error("{program} failed ({status}): {output}")]
     Program {
@@ -359,11 +371,18 @@ impl Cluster {
         let data_dir = dir.join("data");
         let password_file = dir.join("password");
 
+        let initialised = data_dir.join("PG_VERSION").exists();
         let password = match fs::read_to_string(&password_file) {
             Ok(p) => p.trim().to_owned(),
+            Err(_) if initialised => {
+                return Err(Error::PasswordMissing {
+                    data: data_dir,
+                    password: password_file,
+                });
+            }
             Err(_) => random_password(),
         };
-        if !data_dir.join("PG_VERSION").exists() {
+        if !initialised {
             init(&binaries, &run_as, &data_dir, &password, options.ephemeral)?;
             write_private(&password_file, &password)?;
         }
@@ -799,6 +818,25 @@ mod tests {
         assert_eq!(
             fs::read_to_string(data.join("precious.txt")).unwrap(),
             "keep me"
+        );
+    }
+
+    #[test]
+    fn a_cluster_without_its_password_file_is_refused_with_the_fix() {
+        let Ok(binaries) = Binaries::locate() else {
+            // Without PostgreSQL, start cannot be reached; the NotInstalled test covers that.
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("data")).unwrap();
+        fs::write(dir.path().join("data/PG_VERSION"), "15\n").unwrap();
+        let err = Cluster::start_with(binaries, &Options::durable(dir.path())).unwrap_err();
+        assert!(matches!(err, Error::PasswordMissing { .. }), "{err:?}");
+        assert!(err.to_string().contains("--database-url"), "{err}");
+        assert_eq!(
+            fs::read_to_string(dir.path().join("data/PG_VERSION")).unwrap(),
+            "15\n",
+            "the cluster was touched"
         );
     }
 
