@@ -53,7 +53,7 @@ pub enum LogFormat {
 }
 
 /// The merged configuration.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Config {
     /// PostgreSQL URL, when wharf should not run its own cluster.
     pub database_url: Option<String>,
@@ -62,6 +62,19 @@ pub struct Config {
     /// The log format.
     pub log_format: LogFormat,
     file: toml::Table,
+}
+
+/// The database URL and the file's tables may hold secrets (passwords, keys, tokens): Debug
+/// output shows only whether they are set.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("database_url", &self.database_url.as_ref().map(|_| "(set)"))
+            .field("data_dir", &self.data_dir)
+            .field("log_format", &self.log_format)
+            .field("tables", &self.file.keys().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 impl Config {
