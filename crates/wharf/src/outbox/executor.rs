@@ -649,7 +649,17 @@ impl Executor {
         self.tell_claimed(&claimed);
         if !release.is_empty() {
             let (ids, epochs): (Vec<i64>, Vec<i64>) = release.into_iter().unzip();
-            store::outbox::release(&inner.pool, &ids, &epochs).await?;
+            let released = store::outbox::release(&inner.pool, &ids, &epochs).await?;
+            if released.len() < ids.len() {
+                // Not an error: a row missing here was erased meanwhile (fenced by epoch, nothing
+                // else can have touched it). Its lease, if it still exists, brings it back.
+                let lost: Vec<i64> = ids
+                    .iter()
+                    .copied()
+                    .filter(|id| !released.contains(id))
+                    .collect();
+                tracing::warn!(ids = ?lost, "outbox could not release claimed actions; they wait for their leases to expire");
+            }
         }
         Ok(claimed)
     }
