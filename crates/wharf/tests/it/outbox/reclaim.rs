@@ -1,8 +1,9 @@
-//! Reclaimed attempts: what an earlier attempt's started write means for the next one.
+//! Claims beyond the plain case: reclaimed attempts (what an earlier attempt's started write
+//! means for the next one), releases, and a claim whose later statements fail.
 
 use std::time::Duration;
 
-use wharf::outbox::{ActionState, Outcome};
+use wharf::outbox::{ActionState, ClaimBudget, Outcome};
 use wharf::store::outbox as store;
 use wharf_testkit::TestDb;
 
@@ -89,4 +90,106 @@ async fn a_reclaim_with_an_earlier_write_mark_can_be_released() {
     executor(&db.pool, &registry).drain().await.unwrap();
     assert_eq!(view(&db.pool, id).await.state, ActionState::Done);
     assert!(fake.seen()[0].write_started, "the next attempt reads back");
+}
+
+/// Makes every UPDATE of `wharf.action` whose text matches `pattern` (LIKE) fail, after letting
+/// `skip` of them through. A statement-level trigger, so it fires even when no row matches.
+async fn fail_updates_matching(pool: &sqlx::PgPool, pattern: &str, skip: i32) {
+    for sql in [
+        "CREATE TABLE public.fail_ctl (pattern text PRIMARY KEY, skip integer NOT NULL)",
+        "CREATE FUNCTION public.fail_matching() RETURNS trigger LANGUAGE plpgsql AS $$
+         DECLARE r record;
+         BEGIN
+           -- Only the client's statement, not the updates its own triggers make.
+           IF pg_trigger_depth() > 1 THEN RETURN NULL; END IF;
+           FOR r IN SELECT * FROM public.fail_ctl LOOP
+             IF current_query() LIKE r.pattern THEN
+               IF r.skip > 0 THEN
+                 UPDATE public.fail_ctl SET skip = skip - 1 WHERE pattern = r.pattern;
+               ELSE
+                 RAISE EXCEPTION 'injected failure';
+               END IF;
+             END IF;
+           END LOOP;
+           RETURN NULL;
+         END $$",
+        "CREATE TRIGGER zz_fail BEFORE UPDATE ON wharf.action
+           FOR EACH STATEMENT EXECUTE FUNCTION public.fail_matching()",
+    ] {
+        sqlx::query(sql).execute(pool).await.unwrap();
+    }
+    sqlx::query("INSERT INTO public.fail_ctl VALUES ($1, $2)")
+        .bind(pattern)
+        .bind(skip)
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+async fn state_of(pool: &sqlx::PgPool, id: i64) -> ActionState {
+    view(pool, id).await.state
+}
+
+#[tokio::test]
+async fn a_failed_demotion_still_runs_what_the_claim_took() {
+    let db = TestDb::new().await;
+    let (registry, ..) = registry();
+    let id = enqueue(&db.pool, &registry, req("b", "b")).await;
+    fail_updates_matching(&db.pool, "%SET head_hint = false%", 0).await;
+    // The claim is short (one row of many permits), so a demotion follows, and fails.
+    let ran = executor(&db.pool, &registry).run_once().await;
+    assert_eq!(ran.ok(), Some(1));
+    assert_eq!(state_of(&db.pool, id).await, ActionState::Done);
+}
+
+#[tokio::test]
+async fn a_failed_second_claim_still_runs_what_the_first_took() {
+    let db = TestDb::new().await;
+    let (registry, ..) = registry();
+    // Lane l: an unstarted action not due yet, and a due one behind it with the hint on, so the
+    // demotion finds something and a second claim follows.
+    let first = enqueue(&db.pool, &registry, req("l", "l1")).await;
+    let behind = enqueue(&db.pool, &registry, req("l", "l2")).await;
+    sqlx::query("UPDATE wharf.action SET run_at = now() + interval '1 hour' WHERE id = $1")
+        .bind(first)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE wharf.action SET head_hint = true WHERE id = $1")
+        .bind(behind)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let id = enqueue(&db.pool, &registry, req("b", "b")).await;
+    fail_updates_matching(&db.pool, "%epoch = a.epoch + 1%", 1).await;
+    let ran = executor(&db.pool, &registry).run_once().await;
+    assert_eq!(ran.ok(), Some(1));
+    assert_eq!(state_of(&db.pool, id).await, ActionState::Done);
+    let hint: bool = sqlx::query_scalar("SELECT head_hint FROM wharf.action WHERE id = $1")
+        .bind(behind)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(!hint, "the demotion ran, so the second claim was tried");
+}
+
+#[tokio::test]
+async fn a_failed_release_still_runs_what_the_claim_took_within_allowance() {
+    let db = TestDb::new().await;
+    let (registry, fake, ..) = registry();
+    let a = enqueue(&db.pool, &registry, req("x", "x")).await;
+    let b = enqueue(&db.pool, &registry, req("y", "y")).await;
+    *fake.budget.lock().unwrap() = ClaimBudget::AtMost(1);
+    fail_updates_matching(
+        &db.pool,
+        "%attempt = a.attempt - 1, lease_expires_at = NULL%",
+        0,
+    )
+    .await;
+    let ran = executor(&db.pool, &registry).run_once().await;
+    assert_eq!(ran.ok(), Some(1));
+    let mut states = vec![state_of(&db.pool, a).await, state_of(&db.pool, b).await];
+    states.sort_by_key(|s| s.as_str());
+    // One ran; the one that could not be given back waits for its lease.
+    assert_eq!(states, vec![ActionState::Done, ActionState::Executing]);
 }
