@@ -5,7 +5,9 @@
 -- exactly here, with one probe each into ux_action_lane_executing and ix_action_lane_pending;
 -- head_hint only narrows which rows are looked at (see 0002_outbox.sql). An EXECUTING action
 -- whose lease expired is reclaimed without waiting for anything, unless it is at-most-once and
--- its write started (the lease sweep ends those UNCERTAIN; the guard trigger would refuse).
+-- its write started (the lease sweep ends those UNCERTAIN; the guard trigger would refuse), or
+-- its last allowed attempt held the lease (attempt >= max_attempts: the lease sweep ends it, so a
+-- crashing adapter is not reclaimed forever).
 -- The epoch and the attempt rise by one; the lease runs from the database clock.
 --
 -- $1 integer: claim at most this many (≤ 100).
@@ -47,6 +49,7 @@ reclaims AS (
      WHERE r.state = 'EXECUTING' AND r.lease_expires_at <= clock.now
        AND r.kind = ANY($4::text[])
        AND NOT (r.at_most_once AND r.write_started_at IS NOT NULL)
+       AND r.attempt < r.max_attempts
      ORDER BY r.lease_expires_at
      LIMIT $1
 ),
@@ -61,7 +64,8 @@ locked AS (
      WHERE a.id IN (SELECT id FROM (SELECT id, run_at FROM picked ORDER BY run_at, id LIMIT $1) p)
        AND ((a.state = 'ADMITTED' AND a.run_at <= clock.now)
             OR (a.state = 'EXECUTING' AND a.lease_expires_at <= clock.now
-                AND NOT (a.at_most_once AND a.write_started_at IS NOT NULL)))
+                AND NOT (a.at_most_once AND a.write_started_at IS NOT NULL)
+                AND a.attempt < a.max_attempts))
        FOR UPDATE OF a SKIP LOCKED
 )
 UPDATE wharf.action a

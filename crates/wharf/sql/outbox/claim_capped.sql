@@ -79,6 +79,7 @@ reclaims AS (
      WHERE r.state = 'EXECUTING' AND r.lease_expires_at <= clock.now
        AND r.kind = ANY($4::text[])
        AND NOT (r.at_most_once AND r.write_started_at IS NOT NULL)
+       AND r.attempt < r.max_attempts
      ORDER BY r.lease_expires_at
      LIMIT $1
 ),
@@ -93,7 +94,8 @@ locked AS (
      WHERE a.id IN (SELECT id FROM (SELECT id, run_at FROM picked ORDER BY run_at, id LIMIT $1) p)
        AND ((a.state = 'ADMITTED' AND a.run_at <= clock.now)
             OR (a.state = 'EXECUTING' AND a.lease_expires_at <= clock.now
-                AND NOT (a.at_most_once AND a.write_started_at IS NOT NULL)))
+                AND NOT (a.at_most_once AND a.write_started_at IS NOT NULL)
+                AND a.attempt < a.max_attempts))
        FOR UPDATE OF a SKIP LOCKED
 )
 UPDATE wharf.action a

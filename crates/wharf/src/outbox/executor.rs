@@ -188,8 +188,12 @@ pub struct DrainReport {
 pub struct SweepReport {
     /// Unstarted actions ended CANCELLED / `EXPIRED`.
     pub expired: u64,
-    /// At-most-once actions ended UNCERTAIN / `LEASE_LOST_AFTER_WRITE`.
+    /// Actions whose lease expired after a write started, ended UNCERTAIN /
+    /// `LEASE_LOST_AFTER_WRITE`: at-most-once ones, and any whose last attempt it was.
     pub lease_lost: u64,
+    /// Actions whose last allowed attempt lost its lease before any write started, ended
+    /// FAILED / `ATTEMPTS_EXHAUSTED` (a reclaim would exceed `max_attempts`).
+    pub attempts_exhausted: u64,
 }
 
 /// One finished attempt, waiting to be recorded.
@@ -323,19 +327,22 @@ impl Executor {
         let mut report = SweepReport::default();
         for _ in 0..self.inner.config.drain_rounds_max {
             let lost = store::outbox::sweep_lease_lost(pool, batch, now).await?;
-            for (id, kind) in &lost {
-                metrics::ended(
-                    kind,
-                    *id,
-                    ActionState::Uncertain,
-                    StopReason::LeaseLostAfterWrite,
-                );
+            for (id, kind, reason) in &lost {
+                // The statement sets one of two reasons; anything else cannot come back.
+                let reason = reason
+                    .parse::<StopReason>()
+                    .unwrap_or(StopReason::LeaseLostAfterWrite);
+                if reason == StopReason::AttemptsExhausted {
+                    report.attempts_exhausted += 1;
+                } else {
+                    report.lease_lost += 1;
+                }
+                metrics::ended(kind, *id, reason.state(), reason);
             }
             let expired = store::outbox::sweep_expired(pool, batch, now).await?;
             for (id, kind) in &expired {
                 metrics::ended(kind, *id, ActionState::Cancelled, StopReason::Expired);
             }
-            report.lease_lost += lost.len() as u64;
             report.expired += expired.len() as u64;
             if lost.len() < batch as usize && expired.len() < batch as usize {
                 break;

@@ -412,13 +412,14 @@ pub async fn release<'c>(
         .await
 }
 
-/// Ends at-most-once actions whose lease expired after their write started
-/// (`sweep_lease_lost.sql`). Returns (id, kind) of each.
+/// Ends actions whose lease expired and that may not be claimed again: at-most-once actions
+/// whose write started, and actions whose last attempt lost its lease (`sweep_lease_lost.sql`).
+/// Returns (id, kind, stop reason) of each.
 pub async fn sweep_lease_lost<'c>(
     executor: impl PgExecutor<'c>,
     batch_max: u32,
     now: Option<DateTime<Utc>>,
-) -> Result<Vec<(i64, String)>, sqlx::Error> {
+) -> Result<Vec<(i64, String, String)>, sqlx::Error> {
     sqlx::query_as(include_str!("../../sql/outbox/sweep_lease_lost.sql"))
         .bind(i32::try_from(batch_max).unwrap_or(i32::MAX))
         .bind(now)

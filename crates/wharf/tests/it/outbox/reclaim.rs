@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use wharf::outbox::{ActionState, ClaimBudget, Outcome};
+use chrono::Utc;
+use wharf::outbox::{ActionState, ClaimBudget, Outcome, StopReason};
 use wharf::store::outbox as store;
 use wharf_testkit::TestDb;
 
@@ -192,4 +193,89 @@ async fn a_failed_release_still_runs_what_the_claim_took_within_allowance() {
     states.sort_by_key(|s| s.as_str());
     // One ran; the one that could not be given back waits for its lease.
     assert_eq!(states, vec![ActionState::Done, ActionState::Executing]);
+}
+
+/// Claims `id` once per lease, each `now` 25 s (past the 20 s lease) after the last, for every
+/// allowed attempt; returns the last claim's epoch and the `now` after its lease.
+async fn lose_every_lease(pool: &sqlx::PgPool, id: i64) -> (i64, chrono::DateTime<Utc>) {
+    let start = Utc::now();
+    let mut epoch = 0;
+    for n in 0..3 {
+        let at = Some(start + chrono::Duration::seconds(25 * n));
+        let c = store::claim(pool, 10, 20_000, at, &[KIND], 1000)
+            .await
+            .unwrap();
+        assert_eq!(
+            c.iter().map(|c| (c.id, c.attempt)).collect::<Vec<_>>(),
+            vec![(id, n as i32 + 1)]
+        );
+        epoch = c[0].epoch;
+    }
+    (epoch, start + chrono::Duration::seconds(75))
+}
+
+#[tokio::test]
+async fn a_last_attempt_that_lost_its_lease_before_a_write_ends_attempts_exhausted() {
+    let db = TestDb::new().await;
+    let (registry, fake, ..) = registry();
+    let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
+    let (_, after) = lose_every_lease(&db.pool, id).await;
+    // Attempt 3 of 3 died: no claim may start a fourth...
+    assert!(
+        store::claim(&db.pool, 10, 20_000, Some(after), &[KIND], 1000)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a reclaim past max_attempts"
+    );
+    // ...and the lease sweep ends it.
+    let ex = executor(&db.pool, &registry);
+    let swept = ex.sweep_at(Some(after)).await.unwrap();
+    assert_eq!((swept.attempts_exhausted, swept.lease_lost), (1, 0));
+    let v = view(&db.pool, id).await;
+    assert_eq!(
+        (v.state, v.stop_reason, v.attempt),
+        (ActionState::Failed, Some(StopReason::AttemptsExhausted), 3)
+    );
+    assert!(v.payload.is_none());
+    ex.drain_at(Some(after)).await.unwrap();
+    assert!(fake.seen().is_empty());
+}
+
+#[tokio::test]
+async fn a_last_attempt_that_lost_its_lease_after_a_write_ends_uncertain() {
+    let db = TestDb::new().await;
+    let (registry, ..) = registry();
+    let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
+    let (epoch, after) = lose_every_lease(&db.pool, id).await;
+    assert!(
+        store::begin_write(
+            &db.pool,
+            id,
+            epoch,
+            5_000,
+            Some(after - chrono::Duration::seconds(20))
+        )
+        .await
+        .unwrap()
+    );
+    assert!(
+        store::claim(&db.pool, 10, 20_000, Some(after), &[KIND], 1000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let swept = executor(&db.pool, &registry)
+        .sweep_at(Some(after))
+        .await
+        .unwrap();
+    assert_eq!((swept.attempts_exhausted, swept.lease_lost), (0, 1));
+    let v = view(&db.pool, id).await;
+    assert_eq!(
+        (v.state, v.stop_reason),
+        (
+            ActionState::Uncertain,
+            Some(StopReason::LeaseLostAfterWrite)
+        )
+    );
 }
