@@ -23,7 +23,9 @@ candidates AS (
       FROM wharf.action c, clock
      WHERE c.state = 'ADMITTED' AND c.head_hint AND c.run_at <= clock.now
        AND c.kind = ANY($4::text[])
-       AND (c.expires_at IS NULL OR c.expires_at > clock.now)
+       -- Past expiry only once a write started: the sweep does not expire those.
+       AND (c.expires_at IS NULL OR c.expires_at > clock.now
+            OR c.write_started_at IS NOT NULL)
        AND NOT (c.at_most_once AND c.write_started_at IS NOT NULL)
      ORDER BY c.run_at, c.id
      LIMIT $5

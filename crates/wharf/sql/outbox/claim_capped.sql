@@ -46,7 +46,9 @@ candidates AS (
               FROM wharf.action a, clock
              WHERE a.state = 'ADMITTED' AND a.head_hint AND a.run_at <= clock.now
                AND a.kind = ANY($4::text[])
-               AND (a.expires_at IS NULL OR a.expires_at > clock.now)
+               -- Past expiry only once a write started (see claim.sql).
+               AND (a.expires_at IS NULL OR a.expires_at > clock.now
+                    OR a.write_started_at IS NOT NULL)
                AND NOT (a.at_most_once AND a.write_started_at IS NOT NULL)) c
      -- A tenant at 0 is not looked at (NULL: the kind is not capped).
      WHERE c.cap IS DISTINCT FROM 0

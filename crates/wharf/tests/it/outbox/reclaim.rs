@@ -279,3 +279,72 @@ async fn a_last_attempt_that_lost_its_lease_after_a_write_ends_uncertain() {
         )
     );
 }
+
+#[tokio::test]
+async fn an_admitted_action_whose_write_started_does_not_expire() {
+    let db = TestDb::new().await;
+    let (registry, fake, ..) = registry();
+    let mut r = req("lane", "k");
+    r.expires_at = Some(Utc::now() + chrono::Duration::hours(1));
+    let id = enqueue(&db.pool, &registry, r).await;
+    // Attempt 1 passes its fence and dies; attempt 2 defers before its fence, so the action is
+    // ADMITTED again with the write mark kept.
+    let first = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000)
+        .await
+        .unwrap()
+        .remove(0);
+    assert!(
+        store::begin_write(&db.pool, id, first.epoch, 5_000, None)
+            .await
+            .unwrap()
+    );
+    expire_leases(&db.pool).await;
+    fake.script(
+        "k",
+        vec![Step::Unfenced(Outcome::Defer {
+            until: Duration::from_millis(1),
+        })],
+    );
+    let ex = executor(&db.pool, &registry);
+    assert_eq!(ex.run_once().await.unwrap(), 1);
+    let v = view(&db.pool, id).await;
+    assert_eq!(v.state, ActionState::Admitted);
+    assert!(v.write_started_at.is_some());
+    // Past expires_at, the provider may hold the effect: the sweep leaves it...
+    let later = Some(Utc::now() + chrono::Duration::hours(2));
+    assert_eq!(ex.sweep_at(later).await.unwrap().expired, 0);
+    assert_eq!(state_of(&db.pool, id).await, ActionState::Admitted);
+    // ...and a claim takes it, reads back, and settles it.
+    ex.drain_at(later).await.unwrap();
+    let v = view(&db.pool, id).await;
+    assert_eq!(
+        (v.state, v.stop_reason),
+        (ActionState::Done, Some(StopReason::Done))
+    );
+    assert_eq!(
+        fake.seen()
+            .iter()
+            .map(|s| s.write_started)
+            .collect::<Vec<_>>(),
+        vec![true, true]
+    );
+}
+
+#[tokio::test]
+async fn an_unstarted_action_still_expires() {
+    let db = TestDb::new().await;
+    let (registry, fake, ..) = registry();
+    let mut r = req("lane", "k");
+    r.expires_at = Some(Utc::now() + chrono::Duration::hours(1));
+    let id = enqueue(&db.pool, &registry, r).await;
+    let later = Some(Utc::now() + chrono::Duration::hours(2));
+    let ex = executor(&db.pool, &registry);
+    assert_eq!(ex.run_once_at(later).await.unwrap(), 0);
+    assert_eq!(ex.sweep_at(later).await.unwrap().expired, 1);
+    let v = view(&db.pool, id).await;
+    assert_eq!(
+        (v.state, v.stop_reason),
+        (ActionState::Cancelled, Some(StopReason::Expired))
+    );
+    assert!(fake.seen().is_empty());
+}
