@@ -8,7 +8,7 @@
 //! being gone, and how many copies the provider received under the action's idempotency key
 //! (which also proves the key reached the provider).
 //!
-//! ```ignore
+//! ```text
 //! struct MyHarness { /* adapter + fake provider */ }
 //! impl ConformanceHarness for MyHarness { /* ... */ }
 //! #[tokio::test]
