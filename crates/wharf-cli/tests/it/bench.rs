@@ -51,6 +51,8 @@ async fn inbox_accepts_every_envelope_on_both_endpoints() {
         &db.url(),
     );
     assert_eq!(lines.len(), 2);
+    assert_eq!(lines[1]["transport"], "http");
+    assert!(lines[0]["baseline"]["healthz_per_second"].as_f64().unwrap() > 0.0);
     let results = lines[0]["results"].as_array().unwrap();
     assert_eq!(results.len(), 2);
     for r in results {
@@ -65,6 +67,32 @@ async fn inbox_accepts_every_envelope_on_both_endpoints() {
     .await
     .unwrap();
     assert_eq!(accepted, 60);
+}
+
+#[tokio::test]
+async fn inbox_library_transport_skips_http() {
+    let db = wharf_testkit::TestDb::new().await;
+    let lines = bench(
+        &[
+            "inbox",
+            "--transport",
+            "library",
+            "--envelopes",
+            "10",
+            "--streams",
+            "2",
+            "--batch",
+            "1,5",
+            "--runs",
+            "1",
+            "--baseline-seconds",
+            "0",
+            "--json",
+        ],
+        &db.url(),
+    );
+    assert_eq!(lines[1]["transport"], "library");
+    assert!(lines[0]["baseline"]["healthz_per_second"].is_null());
 }
 
 #[tokio::test]

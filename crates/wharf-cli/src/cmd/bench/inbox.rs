@@ -8,17 +8,20 @@
 //! is built, signed with `wharf_core::sign::sign` and serialised before the clock starts —
 //! signing is the producer's cost, reported for information.
 //!
-//! Transports: `library` calls [`Inbox::ingest`] / [`Inbox::ingest_batch`] in-process (the
-//! whole pipeline: limiters, authentication, verification, schema, stream lock, one
-//! transaction), without HTTP. Every response must accept every envelope (`accept-delayed`)
-//! and acknowledge the stream's last sequence, and afterwards each stream's cursor must equal
-//! its last sequence with one audit row per envelope; anything else fails the run.
+//! Transports: `http` (the default) serves the real ingest router (`wharf_http::ingest`) on
+//! `127.0.0.1:0` in this process, or sends to `--url` (a running `wharf serve` on the same
+//! database), over `--connections` keep-alive HTTP/1.1 connections; `library` calls
+//! [`Inbox::ingest`] / [`Inbox::ingest_batch`] directly (the same pipeline without HTTP). Every
+//! response must accept every envelope (`accept-delayed`) and acknowledge the stream's last
+//! sequence, and afterwards each stream's cursor must equal its last sequence with one audit row
+//! per envelope; anything else fails the run.
 //!
 //! Baselines from the same run: pgbench `insert` at `--connections` clients (the commit rate
-//! under the single endpoint, one transaction per envelope) and strict Ed25519 verifications
-//! per second on one core (the CPU floor: verified envelopes/s cannot exceed cores × that).
+//! under the single endpoint, one transaction per envelope), `GET /healthz` requests/s over the
+//! same connections (the HTTP stack's floor, `http` only), and strict Ed25519 verifications per
+//! second on one core (the CPU floor: verified envelopes/s cannot exceed cores × that).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +32,7 @@ use wharf::core::envelope::{Envelope, Integrity};
 use wharf::inbox::{self, Inbox, InboxConfig, LimitPolicy, Outcome, Route, Status};
 
 use super::ceiling::{self, Script};
+use super::http;
 use super::report::{self, Machine};
 use super::stats::{Distribution, Spread, median, ratio};
 use super::{Deadline, TENANT};
@@ -42,9 +46,29 @@ pub const ENVELOPES_MAX: u64 = 2_000_000;
 /// How requests reach the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Transport {
+    /// HTTP/1.1 to the ingest router, served in this process on loopback (or `--url`).
+    Http,
     /// In-process calls of `Inbox::ingest` / `Inbox::ingest_batch`: the whole pipeline
     /// without HTTP.
     Library,
+}
+
+impl Transport {
+    fn name(self) -> &'static str {
+        match self {
+            Transport::Http => "http",
+            Transport::Library => "library",
+        }
+    }
+}
+
+/// Where requests go.
+#[derive(Clone)]
+enum Target {
+    /// `host:port` of an HTTP server.
+    Http(String),
+    /// The library, in-process.
+    Library(Arc<Inbox>),
 }
 
 /// `wharf bench inbox` options.
@@ -64,8 +88,12 @@ pub struct InboxArgs {
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=512))]
     connections: u32,
     /// How requests reach the inbox.
-    #[arg(long, value_enum, default_value = "library")]
+    #[arg(long, value_enum, default_value = "http")]
     transport: Transport,
+    /// Send to this running server (http://host:port, `wharf serve` on the same database)
+    /// instead of one served in this process. Its limiters apply: raise them for the run.
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
     /// Runs; the medians are reported.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     runs: u32,
@@ -140,6 +168,59 @@ async fn runs(
         ..InboxConfig::default()
     };
     let service = Arc::new(Inbox::new(pool.clone(), config));
+    let mut server = None;
+    let target = match (args.transport, &args.url) {
+        (Transport::Library, None) => Target::Library(service.clone()),
+        (Transport::Library, Some(_)) => bail!("--url needs --transport http"),
+        (Transport::Http, Some(url)) => Target::Http(http::authority(url)?),
+        (Transport::Http, None) => {
+            let (authority, stop, task) = serve(service.clone(), pool.clone()).await?;
+            server = Some((stop, task));
+            Target::Http(authority)
+        }
+    };
+    let result = measure_runs(args, pool, url, deadline, &target).await;
+    if let Some((stop, task)) = server {
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    }
+    result
+}
+
+type ServerTask = tokio::task::JoinHandle<std::io::Result<()>>;
+
+/// The real ingest and health routes on `127.0.0.1:0`, in this process.
+async fn serve(
+    service: Arc<Inbox>,
+    pool: PgPool,
+) -> anyhow::Result<(String, tokio::sync::oneshot::Sender<()>, ServerTask)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let authority = listener.local_addr()?.to_string();
+    let app = wharf_http::app([
+        wharf_http::ingest::routes(service),
+        wharf_http::health::routes(pool, None),
+    ]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    Ok((authority, stop, task))
+}
+
+async fn measure_runs(
+    args: &InboxArgs,
+    pool: &PgPool,
+    url: &str,
+    deadline: &Deadline,
+    target: &Target,
+) -> anyhow::Result<Vec<Value>> {
     let tag = super::run_tag();
     let mut rows = Vec::new();
     for run in 1..=args.runs {
@@ -148,7 +229,7 @@ async fn runs(
             deadline.check(|| format!("before run {run}, batch {batch}"))?;
             let prepared = prepare(args, pool, &format!("{tag}r{run}b{batch}"), batch).await?;
             super::checkpoint(pool).await;
-            let sent = send(args, &service, prepared.requests, deadline).await?;
+            let sent = send(args, target, prepared.requests, deadline).await?;
             check(pool, &prepared.streams, args.envelopes).await?;
             results.push(json!({
                 "batch": batch,
@@ -178,6 +259,10 @@ async fn runs(
         } else {
             None
         };
+        let healthz = match target {
+            Target::Http(authority) => Some(healthz_rate(authority, args.connections).await?),
+            Target::Library(_) => None,
+        };
         let verify_per_second = verify_rate()?;
         let rate = |b: u64| {
             results
@@ -194,11 +279,12 @@ async fn runs(
             .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
         let row = json!({
             "system": "wharf", "command": "inbox", "version": env!("CARGO_PKG_VERSION"),
-            "run": run, "transport": "library", "streams": args.streams,
+            "run": run, "transport": args.transport.name(), "streams": args.streams,
             "connections": args.connections, "results": results,
             "ratio_batch_single": best_batch.zip(single).and_then(|(b, s)| ratio(b, s)),
             "baseline": {
                 "insert_commits_per_second": insert,
+                "healthz_per_second": healthz,
                 "verify_per_second_one_core": verify_per_second,
             },
             "ratio_single_insert": single.zip(insert).and_then(|(s, i)| ratio(s, i)),
@@ -357,7 +443,7 @@ struct Sent {
 /// sender. Every envelope must be accepted and its stream's sequence acknowledged.
 async fn send(
     args: &InboxArgs,
-    service: &Arc<Inbox>,
+    target: &Target,
     requests: Vec<Request>,
     deadline: &Deadline,
 ) -> anyhow::Result<Sent> {
@@ -368,29 +454,28 @@ async fn send(
     }
     let total: u64 = queues.iter().flatten().map(|r| r.count).sum();
     let bar = report::counter_bar(total, "ingest");
-    let peer: IpAddr = "127.0.0.1".parse()?;
+    // Connections are opened before the clock starts.
+    let mut senders = Vec::new();
+    for queue in queues {
+        let client = match target {
+            Target::Http(authority) => Some(http::Client::connect(authority).await?),
+            Target::Library(_) => None,
+        };
+        senders.push((queue, client));
+    }
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for queue in queues {
-        let (service, bar, deadline) = (service.clone(), bar.clone(), *deadline);
+    for (queue, mut client) in senders {
+        let (target, bar, deadline) = (target.clone(), bar.clone(), *deadline);
         tasks.spawn(async move {
             let mut latencies = Vec::with_capacity(queue.len());
             for r in queue {
                 deadline.check(|| "sending envelopes".to_owned())?;
-                let route = Route::new(TENANT, PROJECT);
                 let t = Instant::now();
-                let (acknowledged, accepted, status) = if !r.batch {
-                    let answer = service.ingest(peer, &r.token, route, &r.body).await;
-                    let ok = answer.status == Status::Outcome(Outcome::AcceptDelayed);
-                    (answer.acknowledged_sequence, u64::from(ok), answer.status.as_str())
-                } else {
-                    let answer = service.ingest_batch(peer, &r.token, route, &r.body).await;
-                    let accepted = answer
-                        .items
-                        .iter()
-                        .filter(|i| i.outcome == Outcome::AcceptDelayed)
-                        .count() as u64;
-                    (answer.head.acknowledged_sequence, accepted, answer.head.status.as_str())
+                let (acknowledged, accepted, status) = match (&target, client.as_mut()) {
+                    (Target::Http(_), Some(client)) => post(client, &r).await?,
+                    (Target::Library(service), _) => call(service, &r).await?,
+                    (Target::Http(_), None) => bail!("no connection"),
                 };
                 latencies.push(t.elapsed().as_secs_f64() * 1_000.0);
                 if accepted != r.count || acknowledged != Some(r.last_sequence) {
@@ -427,6 +512,99 @@ async fn send(
         seconds,
         request_ms,
     })
+}
+
+/// One request through the library: (acknowledged sequence, envelopes accepted, status).
+async fn call(service: &Inbox, r: &Request) -> anyhow::Result<(Option<u64>, u64, String)> {
+    let peer: IpAddr = "127.0.0.1".parse()?;
+    let route = Route::new(TENANT, PROJECT);
+    Ok(if r.batch {
+        let answer = service.ingest_batch(peer, &r.token, route, &r.body).await;
+        let accepted = answer
+            .items
+            .iter()
+            .filter(|i| i.outcome == Outcome::AcceptDelayed)
+            .count() as u64;
+        (
+            answer.head.acknowledged_sequence,
+            accepted,
+            answer.head.status.as_str().to_owned(),
+        )
+    } else {
+        let answer = service.ingest(peer, &r.token, route, &r.body).await;
+        let ok = answer.status == Status::Outcome(Outcome::AcceptDelayed);
+        (
+            answer.acknowledged_sequence,
+            u64::from(ok),
+            answer.status.as_str().to_owned(),
+        )
+    })
+}
+
+/// One request over HTTP: (acknowledged sequence, envelopes accepted, status).
+async fn post(
+    client: &mut http::Client,
+    r: &Request,
+) -> anyhow::Result<(Option<u64>, u64, String)> {
+    let path = if r.batch {
+        format!("/v1/tenants/{TENANT}/projects/{PROJECT}/envelopes:batch")
+    } else {
+        format!("/v1/tenants/{TENANT}/projects/{PROJECT}/envelopes")
+    };
+    let (status, body) = client
+        .request("POST", &path, Some(&r.token), &r.body)
+        .await?;
+    let answer: Value = serde_json::from_slice(&body).with_context(|| {
+        format!(
+            "HTTP {status}: not JSON: {}",
+            String::from_utf8_lossy(&body[..body.len().min(200)])
+        )
+    })?;
+    let accepted = if r.batch {
+        answer["results"].as_array().map_or(0, |items| {
+            items
+                .iter()
+                .filter(|i| i["outcome"] == "accept-delayed")
+                .count()
+        }) as u64
+    } else {
+        u64::from(answer["outcome"] == "accept-delayed")
+    };
+    let said = answer["outcome"]
+        .as_str()
+        .or(answer["code"].as_str())
+        .unwrap_or("decided");
+    Ok((
+        answer["acknowledged_sequence"].as_u64(),
+        accepted,
+        format!("HTTP {status} {said}"),
+    ))
+}
+
+/// `GET /healthz` requests per second over `connections` connections for 2 s: what the HTTP
+/// stack alone can answer on this machine right now.
+async fn healthz_rate(authority: &str, connections: u32) -> anyhow::Result<f64> {
+    let window = Duration::from_secs(2);
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..connections {
+        let mut client = http::Client::connect(authority).await?;
+        tasks.spawn(async move {
+            let mut count = 0u64;
+            // Bounded by the window and a count far above what 2 s allow.
+            while started.elapsed() < window && count < 10_000_000 {
+                let (status, _) = client.request("GET", "/healthz", None, b"").await?;
+                ensure!(status == 200, "GET /healthz answered {status}");
+                count += 1;
+            }
+            anyhow::Ok(count)
+        });
+    }
+    let mut total = 0;
+    while let Some(joined) = tasks.join_next().await {
+        total += joined.context("a health probe panicked")??;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 
 /// Each stream's cursor is its last sequence, and the audit holds one ingest row per envelope.
@@ -539,7 +717,7 @@ fn summary(args: &InboxArgs, rows: &[Value], machine: &Machine) -> Value {
         .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
     json!({
         "system": "wharf", "command": "inbox", "summary": true, "runs": rows.len(),
-        "version": env!("CARGO_PKG_VERSION"), "transport": "library",
+        "version": env!("CARGO_PKG_VERSION"), "transport": args.transport.name(),
         "envelopes": args.envelopes, "streams": args.streams, "connections": args.connections,
         "by_batch": per_batch,
         "envelopes_per_second": best,
@@ -549,6 +727,7 @@ fn summary(args: &InboxArgs, rows: &[Value], machine: &Machine) -> Value {
         "ratio_batch_cpu_floor": top(&["ratio_batch_cpu_floor"]),
         "baseline": {
             "insert_commits_per_second": top(&["baseline", "insert_commits_per_second"]),
+            "healthz_per_second": top(&["baseline", "healthz_per_second"]),
             "verify_per_second_one_core": top(&["baseline", "verify_per_second_one_core"]),
         },
         "machine": machine,
@@ -557,8 +736,12 @@ fn summary(args: &InboxArgs, rows: &[Value], machine: &Machine) -> Value {
 
 fn print(args: &InboxArgs, rows: &[Value], summary: &Value, machine: &Machine) {
     println!(
-        "wharf bench inbox  envelopes={} streams={} connections={} transport=library  ({} runs)",
-        args.envelopes, args.streams, args.connections, args.runs
+        "wharf bench inbox  envelopes={} streams={} connections={} transport={}  ({} runs)",
+        args.envelopes,
+        args.streams,
+        args.connections,
+        args.transport.name(),
+        args.runs
     );
     println!("{}", machine.line());
     let f = |v: &Value, path: &[&str], d: usize| {
@@ -583,6 +766,7 @@ fn print(args: &InboxArgs, rows: &[Value], summary: &Value, machine: &Machine) {
                 ),
                 f(x, &["sign_per_second"], 0),
                 f(r, &["baseline", "insert_commits_per_second"], 0),
+                f(r, &["baseline", "healthz_per_second"], 0),
                 f(r, &["baseline", "verify_per_second_one_core"], 0),
             ]);
         }
@@ -599,6 +783,7 @@ fn print(args: &InboxArgs, rows: &[Value], summary: &Value, machine: &Machine) {
             ),
             f(b, &["sign_per_second"], 0),
             f(summary, &["baseline", "insert_commits_per_second"], 0),
+            f(summary, &["baseline", "healthz_per_second"], 0),
             f(summary, &["baseline", "verify_per_second_one_core"], 0),
         ]);
     }
@@ -610,6 +795,7 @@ fn print(args: &InboxArgs, rows: &[Value], summary: &Value, machine: &Machine) {
             "request p50/p99 ms",
             "signed/s",
             "insert commits/s",
+            "healthz/s",
             "verifies/s/core",
         ],
         &table,

@@ -12,10 +12,11 @@
 //! Must not know: any rule of the outbox or the inbox — it drives the public library API only.
 //!
 //! Modules: [`outbox`] (drain and backlog sweep), [`latency`] (enqueue→start at an offered
-//! load), [`inbox`] (verified envelopes/s), [`ceiling`] (pgbench), and the shared
+//! load), [`inbox`] (verified envelopes/s, over [`http`]), [`ceiling`] (pgbench), and the shared
 //! [`recorder`] (the library's own metrics), [`stats`] (pure arithmetic), [`report`].
 
 pub mod ceiling;
+pub mod http;
 pub mod inbox;
 pub mod latency;
 pub mod outbox;

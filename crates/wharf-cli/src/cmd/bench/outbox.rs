@@ -195,6 +195,8 @@ struct Drained {
     fence_ms: Vec<f64>,
     execution_ms: Vec<f64>,
     started_db: DateTime<Utc>,
+    /// This process's resident set just before the executors started, MiB.
+    rss_before_mib: Option<f64>,
 }
 
 /// The shared pieces of one invocation.
@@ -302,7 +304,6 @@ async fn plain(bench: &Bench, machine: &mut Machine) -> anyhow::Result<()> {
         analyze(&bench.pool).await?;
         super::checkpoint(&bench.pool).await;
 
-        report::reset_peak_rss();
         let drained = drain(bench, args.n).await?;
         let checked = check(&bench.pool, &bench.seen, drained.started_db, drained.ended).await?;
         ensure!(
@@ -385,7 +386,6 @@ async fn sweep(bench: &Bench, machine: &mut Machine) -> anyhow::Result<()> {
             }
             analyze(&bench.pool).await?;
             super::checkpoint(&bench.pool).await;
-            report::reset_peak_rss();
             let drained = drain(bench, args.n).await?;
             let checked =
                 check(&bench.pool, &bench.seen, drained.started_db, drained.ended).await?;
@@ -436,8 +436,9 @@ async fn sweep(bench: &Bench, machine: &mut Machine) -> anyhow::Result<()> {
                 },
                 "claim_p50_ratio": claim_p50.zip(first_p50).and_then(|(a, b)| ratio(a, b)),
                 "actions_per_claim": median(&field(r, &["actions_per_claim"])),
-                "rss_mib": median(&field(r, &["rss_mib"])),
+                "rss_before_mib": median(&field(r, &["rss_before_mib"])),
                 "rss_peak_mib": median(&field(r, &["rss_peak_mib"])),
+                "rss_growth_mib": median(&field(r, &["rss_growth_mib"])),
                 "table_mib": median(&field(r, &["table_mib"])),
                 "ceiling": ceiling_summary(r),
             })
@@ -699,6 +700,8 @@ async fn drain(bench: &Bench, target: u64) -> anyhow::Result<Drained> {
         .fetch_one(&bench.pool)
         .await?;
     let base = ended_now();
+    report::reset_peak_rss();
+    let rss_before_mib = report::rss_mib().0;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let bar = report::counter_bar(target, "drain");
     let started = Instant::now();
@@ -764,6 +767,7 @@ async fn drain(bench: &Bench, target: u64) -> anyhow::Result<Drained> {
         fence_ms: ms(FENCE_SECONDS),
         execution_ms: ms(names::EXECUTION_SECONDS),
         started_db,
+        rss_before_mib,
     })
 }
 
@@ -868,7 +872,8 @@ fn row_json(
         "fence_ms": Distribution::of(drained.fence_ms.clone()),
         "execution_ms": Distribution::of(drained.execution_ms.clone()),
         "completion_ms": {"p50": checked.completion_p50_ms, "p99": checked.completion_p99_ms},
-        "rss_mib": rss, "rss_peak_mib": rss_peak,
+        "rss_before_mib": drained.rss_before_mib, "rss_mib": rss, "rss_peak_mib": rss_peak,
+        "rss_growth_mib": rss_peak.zip(drained.rss_before_mib).map(|(p, b)| p - b),
         "ceiling": ceiling,
         "ratio_ceiling": ceilings.first().and_then(|m| ratio(jobs_per_second, m.rate())),
     })
@@ -932,6 +937,7 @@ fn summary_json(bench: &Bench, rows: &[Value], machine: &Machine) -> Value {
             "p99": median(&field(rows, &["completion_ms", "p99"])),
         },
         "rss_peak_mib": median(&field(rows, &["rss_peak_mib"])),
+        "rss_growth_mib": median(&field(rows, &["rss_growth_mib"])),
         "ceiling": ceiling,
         "ratio_ceiling": median(&field(rows, &["ratio_ceiling"])),
         "machine": machine,
@@ -1072,7 +1078,7 @@ fn print_sweep(bench: &Bench, rows: &[Value], backlogs: &[Value], machine: &Mach
         "drain jobs/s",
         "claim p50/p99 ms",
         "per claim",
-        "rss/peak MiB",
+        "rss before/peak MiB",
         "table MiB",
     ]
     .map(String::from)
@@ -1090,7 +1096,11 @@ fn print_sweep(bench: &Bench, rows: &[Value], backlogs: &[Value], machine: &Mach
                 2,
             ),
             report::cell(get(row, &["actions_per_claim"]), 1),
-            report::pair(get(row, &["rss_mib"]), get(row, &["rss_peak_mib"]), 0),
+            report::pair(
+                get(row, &["rss_before_mib"]),
+                get(row, &["rss_peak_mib"]),
+                0,
+            ),
             report::cell(get(row, &["table_mib"]), 0),
         ];
         ceiling_cells(row, &mut h, &mut cells);
@@ -1114,7 +1124,7 @@ fn print_sweep(bench: &Bench, rows: &[Value], backlogs: &[Value], machine: &Mach
                     2,
                 ),
                 report::cell(get(b, &["claim_p50_ratio"]), 2),
-                report::cell(get(b, &["rss_peak_mib"]), 0),
+                report::cell(get(b, &["rss_growth_mib"]), 1),
             ]
         })
         .collect();
@@ -1124,7 +1134,7 @@ fn print_sweep(bench: &Bench, rows: &[Value], backlogs: &[Value], machine: &Mach
             "median jobs/s",
             "claim p50/p99 ms",
             "claim p50 ×first",
-            "rss peak MiB",
+            "rss growth MiB",
         ],
         &summary,
     );
