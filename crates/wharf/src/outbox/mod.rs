@@ -29,6 +29,7 @@
 //! Must not know: any provider (adapters live with the effects they own), HTTP, or the CLI.
 
 mod attempt;
+mod caps;
 mod decide;
 mod error;
 mod executor;
