@@ -1,0 +1,212 @@
+#!/usr/bin/env node
+// Turns the raw output of one bench/all.sh run into the tables of BENCHMARKS.md, so the document
+// is copied from the figures, never typed from memory.
+//
+// Usage: node bench/summarize.mjs bench/results/<run>   (Markdown on stdout)
+import { readFileSync, existsSync } from "node:fs";
+import { join } from "node:path";
+
+const dir = process.argv[2];
+if (!dir) {
+    console.error("usage: node bench/summarize.mjs <results dir>");
+    process.exit(2);
+}
+const lines = (name) => {
+    const file = join(dir, name);
+    if (!existsSync(file)) return [];
+    return readFileSync(file, "utf8")
+        .split("\n")
+        .filter((l) => l.trim().startsWith("{"))
+        .map((l) => JSON.parse(l));
+};
+const last = (name) => lines(name).at(-1);
+const f = (x, d = 0) => (x === null || x === undefined || Number.isNaN(x) ? "–" : Number(x).toFixed(d));
+const out = [];
+const p = (s = "") => out.push(s);
+const table = (header, rows) => {
+    p(`| ${header.join(" | ")} |`);
+    p(`|${header.map(() => "---").join("|")}|`);
+    for (const r of rows) p(`| ${r.join(" | ")} |`);
+    p();
+};
+
+// Machine.
+if (existsSync(join(dir, "machine.txt"))) {
+    p("```");
+    p(readFileSync(join(dir, "machine.txt"), "utf8").trim());
+    p("```");
+    p();
+}
+
+// Ceiling.
+const ceiling = last("ceiling.out");
+if (ceiling) {
+    p(`### PostgreSQL ceiling (pgbench, ${ceiling.seconds} s × ${ceiling.runs} runs, median [min–max])`);
+    p();
+    table(
+        ["script", "clients", "per second", "latency ms (avg)"],
+        ceiling.results.map((r) => [
+            r.script,
+            r.clients,
+            `${f(r.per_second.median)} [${f(r.per_second.min)}–${f(r.per_second.max)}]`,
+            f(r.latency_ms_avg, 2),
+        ]),
+    );
+}
+
+// compare.sh.
+for (const [name, title] of [
+    ["compare-w10.out", "workers 10, Graphile defaults"],
+    ["compare-w32.out", "workers 32, Graphile defaults"],
+    ["compare-w10-graphile-batched.out", "workers 10, Graphile batched (local queue 10, complete batch 1 ms)"],
+]) {
+    const c = last(name);
+    if (!c) continue;
+    p(`### wharf vs Graphile Worker 0.17.3: ${title} (n=${c.n}, ${c.rounds} rounds A-B)`);
+    p();
+    const rows = c.wharf_jobs_per_second.map((w, i) => [
+        i + 1,
+        f(w),
+        f(c.graphile_jobs_per_second[i]),
+        f(c.ratios_wharf_graphile[i], 2),
+        c.ceiling_jobs_per_second.length ? f(c.ceiling_jobs_per_second[i]) : "–",
+        c.ratios_wharf_ceiling.length ? f(c.ratios_wharf_ceiling[i], 2) : "–",
+    ]);
+    rows.push([
+        "**median**",
+        f(c.median_wharf_jobs_per_second),
+        f(c.median_graphile_jobs_per_second),
+        `**${f(c.median_ratio_wharf_graphile, 2)}**`,
+        f(c.median_ceiling_jobs_per_second),
+        `**${f(c.median_ratio_wharf_ceiling, 2)}**`,
+    ]);
+    table(["round", "wharf jobs/s", "Graphile jobs/s", "wharf/Graphile", `ceiling jobs/s (${c.ceiling_script || "none"})`, "wharf/ceiling"], rows);
+}
+
+// Outbox runs.
+for (const [name, title] of [
+    ["outbox.out", "wharf bench outbox (wake-ups on)"],
+    ["outbox-notify-off.out", "wharf bench outbox --notify off"],
+]) {
+    const runs = lines(name).filter((l) => !l.summary);
+    const s = last(name);
+    if (!s) continue;
+    p(`### ${title}: n=${s.n}, workers=${s.workers}, claim batch ${s.claim_batch}, completion batch ${s.completion_batch}`);
+    p();
+    const header = ["run", "enqueue/s", "drain jobs/s", "claim p50/p99 ms", "actions/claim", "fence p50/p99 ms", "completion p50/p99 ms"];
+    const ceilNames = (s.ceiling || []).map((c) => (c.script === "claim_fence_complete_batch" ? "batched" : "single"));
+    for (const c of ceilNames) header.push(`${c} ceiling jobs/s`, `× ${c}`);
+    const rows = runs.map((r) => {
+        const row = [
+            r.run,
+            f(r.enqueue_per_second),
+            f(r.jobs_per_second),
+            `${f(r.claim_ms.p50, 2)} / ${f(r.claim_ms.p99, 2)}`,
+            f(r.actions_per_claim, 1),
+            `${f(r.fence_ms.p50, 2)} / ${f(r.fence_ms.p99, 2)}`,
+            `${f(r.completion_ms.p50, 2)} / ${f(r.completion_ms.p99, 2)}`,
+        ];
+        for (const c of r.ceiling || []) row.push(f(c.jobs_per_second), f(c.ratio, 3));
+        return row;
+    });
+    const med = [
+        "**median**",
+        f(s.enqueue_per_second),
+        f(s.jobs_per_second),
+        `${f(s.claim_ms.p50, 2)} / ${f(s.claim_ms.p99, 2)}`,
+        f(s.actions_per_claim, 1),
+        `${f(s.fence_ms.p50, 2)} / ${f(s.fence_ms.p99, 2)}`,
+        `${f(s.completion_ms.p50, 2)} / ${f(s.completion_ms.p99, 2)}`,
+    ];
+    for (const c of s.ceiling || []) med.push(f(c.jobs_per_second.median), `**${f(c.ratio.median, 3)}**`);
+    rows.push(med);
+    table(header, rows);
+}
+
+// Backlogs.
+for (const [name, title] of [
+    ["backlog.out", "one lane per row"],
+    ["backlog-lanes.out", "100 000 lanes"],
+]) {
+    const s = last(name);
+    if (!s) continue;
+    p(`### Claim cost against backlog, ${title} (due backlog, n=${s.n} drained off its front, ${s.runs / s.backlogs.length} runs per size, medians)`);
+    p();
+    const header = ["backlog", "drain jobs/s", "claim p50 / p99 ms", "claim p50 ÷ first", "actions/claim", "RSS before drain MiB", "RSS growth in drain MiB", "table MiB"];
+    const hasCeiling = s.backlogs.some((b) => (b.ceiling || []).length);
+    if (hasCeiling) header.push("ceiling jobs/s at same backlog", "wharf/ceiling");
+    table(
+        header,
+        s.backlogs.map((b) => {
+            const row = [
+                b.backlog.toLocaleString("en"),
+                f(b.jobs_per_second),
+                `${f(b.claim_ms.p50, 2)} / ${f(b.claim_ms.p99, 2)}`,
+                `**${f(b.claim_p50_ratio, 2)}**`,
+                f(b.actions_per_claim, 1),
+                f(b.rss_before_mib, 1),
+                f(b.rss_growth_mib, 1),
+                f(b.table_mib),
+            ];
+            if (hasCeiling) {
+                const c = (b.ceiling || [])[0];
+                row.push(c ? f(c.jobs_per_second.median) : "–", c ? f(c.ratio.median, 2) : "–");
+            }
+            return row;
+        }),
+    );
+}
+
+// Latency.
+for (const name of ["latency-200.out", "latency-500.out"]) {
+    const s = last(name);
+    if (!s) continue;
+    p(`### Enqueue→start latency at ${s.rate} actions/s offered (${s.seconds} s measured per run, ${s.runs} runs per setting, medians, ms)`);
+    p();
+    table(
+        ["wake-ups", "achieved/s", "generator lag p99", "start p50", "p90", "p99", "p99.9", "max", "enqueue commit p50 / p99 (baseline)", "start p50 ÷ commit p50", "p50 ≤ 5", "p99 ≤ 50"],
+        s.by_notify.map((b) => [
+            b.notify ? "NOTIFY on" : "off (polling)",
+            f(b.achieved_per_second),
+            f(b.lag_ms.p99, 2),
+            f(b.start_ms.p50, 2),
+            f(b.start_ms.p90, 2),
+            f(b.start_ms.p99, 2),
+            f(b.start_ms.p999, 2),
+            f(b.start_ms.max, 2),
+            `${f(b.commit_ms.p50, 2)} / ${f(b.commit_ms.p99, 2)}`,
+            f(b.ratio_start_commit_p50, 2),
+            b.goal_p50_met ? "met" : "**not met**",
+            b.goal_p99_met ? "met" : "**not met**",
+        ]),
+    );
+}
+
+// Inbox.
+const inbox = last("inbox.out");
+if (inbox) {
+    p(`### Inbox: ${inbox.envelopes} signed envelopes per endpoint per run over ${inbox.transport.toUpperCase()}, ${inbox.streams} streams, ${inbox.connections} connections, ${inbox.runs} runs`);
+    p();
+    table(
+        ["endpoint", "envelopes/request", "verified envelopes/s median [min–max]", "request p50 / p99 ms", "signed/s (producer, untimed)"],
+        inbox.by_batch.map((b) => [
+            b.endpoint,
+            b.batch,
+            `${f(b.envelopes_per_second.median)} [${f(b.envelopes_per_second.min)}–${f(b.envelopes_per_second.max)}]`,
+            `${f(b.request_ms.p50, 2)} / ${f(b.request_ms.p99, 2)}`,
+            f(b.sign_per_second),
+        ]),
+    );
+    const bl = inbox.baseline;
+    table(
+        ["ratio", "value", "baseline (same runs)"],
+        [
+            ["batch ÷ single", f(inbox.ratio_batch_single, 2), "–"],
+            ["single ÷ insert commits", f(inbox.ratio_single_insert, 3), `pgbench insert ${f(bl.insert_commits_per_second)} commits/s at ${inbox.connections} clients`],
+            ["batch ÷ (cores × verifies/s)", f(inbox.ratio_batch_cpu_floor, 2), `${f(bl.verify_per_second_one_core)} strict verifies/s on one core (canonical bytes included)`],
+            ["HTTP floor", "–", `GET /healthz ${f(bl.healthz_per_second)} req/s`],
+        ],
+    );
+}
+
+console.log(out.join("\n"));
