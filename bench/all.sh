@@ -112,6 +112,11 @@ run backlog-lanes "$wharf" bench outbox --n "$n" --backlog "$backlogs" --backlog
     --runs "$lruns" --ceiling-seconds 0 --json
 run latency-200 "$wharf" bench latency --rate 200 --seconds "$lsec" --runs "$lruns" --notify on,off --json
 run latency-500 "$wharf" bench latency --rate 500 --seconds "$lsec" --runs "$lruns" --notify on,off --json
+# Offered far above what the executor drains: what is measured is how many single-action
+# enqueue transactions per second get through, with NOTIFY on and off (SPEC §2.6: throughput
+# must not collapse when NOTIFY is on).
+run latency-1500 "$wharf" bench latency --rate 1500 --seconds "$lsec" --warmup-seconds 2 \
+    --runs "$lruns" --notify on,off --json
 run inbox "$wharf" bench inbox --envelopes "$envelopes" --streams 16 --batch 1,100 --connections 8 \
     --runs "$lruns" --json
 say "done: $out"

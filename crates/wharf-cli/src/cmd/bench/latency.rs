@@ -220,6 +220,7 @@ async fn one_run(
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let started_db: DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(pool).await?;
+    seen.take_samples(names::CLAIM_SECONDS);
     let base = seen.counter_sum(names::ENDED_TOTAL, &[("kind", KIND)]);
     let t0 = Instant::now() + Duration::from_millis(20);
     let timeline = Arc::new(Timeline::new(tag.clone(), t0, total as usize));
@@ -309,7 +310,16 @@ async fn one_run(
         "{} actions ended, {total} were enqueued",
         checked.ended
     );
-    Ok(measure(args, &timeline, notify))
+    let claim_ms: Vec<f64> = seen
+        .take_samples(names::CLAIM_SECONDS)
+        .into_iter()
+        .map(|s| s * 1_000.0)
+        .collect();
+    let mut row = measure(args, &timeline, notify);
+    // The executor's own claim statements in the run (warm-up included): how much of the
+    // wait is the claim itself.
+    row["claim_ms"] = json!(Distribution::of(claim_ms));
+    Ok(row)
 }
 
 /// The run's distributions, from the actions scheduled after the warm-up.
@@ -390,6 +400,7 @@ fn summary(args: &LatencyArgs, rows: &[Value], machine: &Machine) -> Value {
                     "p999": m(&["start_ms", "p999"]), "max": m(&["start_ms", "max"]),
                 },
                 "commit_ms": {"p50": m(&["commit_ms", "p50"]), "p99": m(&["commit_ms", "p99"])},
+                "claim_ms": {"p50": m(&["claim_ms", "p50"]), "p99": m(&["claim_ms", "p99"])},
                 "ratio_start_commit_p50": m(&["ratio_start_commit_p50"]),
                 "goal_p50_met": p50.map(|p| p <= GOAL_P50_MS),
                 "goal_p99_met": p99.map(|p| p <= GOAL_P99_MS),
