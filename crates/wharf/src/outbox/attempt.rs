@@ -10,12 +10,14 @@
 //! [`Adapter::execute`]: super::Adapter::execute
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgPool;
 
+use super::fences::Fences;
 use crate::store;
 
 /// Where the fence of one attempt stands. The executor reads it after `execute` returns,
@@ -50,6 +52,9 @@ pub struct Attempt {
     pub(crate) fence_margin_ms: u64,
     pub(crate) now: Option<DateTime<Utc>>,
     pub(crate) fence: FenceStage,
+    /// The executor's fence batcher, while `run` runs; `None` (and always under a test clock)
+    /// asks the database directly.
+    pub(crate) fences: Option<Fences>,
 }
 
 impl fmt::Debug for Attempt {
@@ -162,26 +167,44 @@ pub enum FenceRefused {
         margin_ms: u64,
     },
     /// The database could not be asked. Refusing is the safe answer: the lease will run out
-    /// and the action will be claimed again.
+    /// and the action will be claimed again. Shared: one failed statement answers every fence
+    /// it carried.
     #[error("the fence could not reach the database: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(#[source] Arc<sqlx::Error>),
+}
+
+impl From<sqlx::Error> for FenceRefused {
+    fn from(e: sqlx::Error) -> Self {
+        FenceRefused::Database(Arc::new(e))
+    }
 }
 
 impl Fence<'_> {
     /// Records `write_started_at` in its own short transaction, naming (id, epoch), and only
     /// with at least the fence margin of lease left. `Ok` means: call the provider now.
+    ///
+    /// Under [`Executor::run`](super::Executor::run), fences asked at the same moment share
+    /// one statement (see `fences.rs`); each attempt still waits for that statement's commit.
     pub async fn begin_write(self) -> Result<(), FenceRefused> {
         let a = self.attempt;
         a.fence = FenceStage::InFlight;
-        let passed = match store::outbox::begin_write(
-            &a.pool,
-            a.action_id,
-            a.epoch,
-            a.fence_margin_ms,
-            a.now,
-        )
-        .await
-        {
+        let batched = match (&a.fences, a.now) {
+            (Some(fences), None) => fences.ask(a.action_id, a.epoch).await,
+            _ => None,
+        };
+        let answer = match batched {
+            Some(answer) => answer,
+            None => store::outbox::begin_write(
+                &a.pool,
+                a.action_id,
+                a.epoch,
+                a.fence_margin_ms,
+                a.now,
+            )
+            .await
+            .map_err(Arc::new),
+        };
+        let passed = match answer {
             Ok(passed) => passed,
             Err(e) => {
                 // The UPDATE may or may not have committed; InFlight stays, so a panic or a

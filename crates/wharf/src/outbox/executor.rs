@@ -1,10 +1,11 @@
 //! The executor: claims due actions, runs their adapters, records the results, and keeps the
 //! table tidy (sweeps, retention, gauges). Run one per replica; there is no leader.
 //!
-//! Owns: the claim loop, concurrency (overall and per kind), claim budgets (per kind, and the
-//! per-tenant caps a claim applies before it locks anything), the call timeout, panic capture,
-//! completion batching, wake-ups (NOTIFY hint + polling with backoff), sweeps, retention,
-//! `drain`, and graceful shutdown. Must not know: any provider, or any SQL text (the store has
+//! Owns: the claim loop, claim-ahead (actions held for the next free slot), concurrency
+//! (overall and per kind), claim budgets (per kind, and the per-tenant caps a claim applies
+//! before it locks anything), the call timeout, panic capture, completion batching, wake-ups
+//! (NOTIFY hint + polling with backoff), sweeps, retention, `drain`, and graceful shutdown.
+//! Fence batching is `fences.rs`. Must not know: any provider, or any SQL text (the store has
 //! it). The pure decision of what a result means is [`super::decide`].
 //!
 //! Invariants kept here:
@@ -14,7 +15,7 @@
 //! - A row is never stranded: an action whose attempt did not finish keeps its lease, and any
 //!   executor reclaims it when the lease runs out.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use futures::FutureExt;
 use rand::Rng;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use wharf_core::action::{ActionState, StopReason};
 
@@ -33,6 +34,7 @@ use super::attempt::{Attempt, FenceStage};
 use super::caps::{Caps, KindCaps};
 use super::decide::{Claim, Ran, decide};
 use super::error::Error;
+use super::fences::Fences;
 use super::kind::{ClaimBudget, Registry};
 use super::metrics;
 use crate::store;
@@ -62,6 +64,12 @@ pub struct ExecutorConfig {
     pub concurrency_max: u32,
     /// Attempts of one kind running at once in this executor.
     pub per_kind_concurrency_max: u32,
+    /// Claimed actions `run` may hold beyond the running ones (0: none), so that a finished
+    /// attempt's slot is refilled at once instead of after a claim statement's commit. A
+    /// prefetched action waits at most until a slot of its kind frees; one that waited half of
+    /// its lease past the fence margin is given back unrun (no attempt counted), and so are
+    /// all of them on shutdown.
+    pub claim_ahead_max: u32,
     /// Lease of a claim. Long enough for the slowest attempt plus the fence margin; an attempt
     /// whose executor died is retried after it.
     pub lease_ms: u64,
@@ -106,6 +114,9 @@ impl Default for ExecutorConfig {
             claim_scan_max: 1_000,
             concurrency_max: 100,
             per_kind_concurrency_max: 100,
+            // A third of the concurrency: enough to cover one claim statement's round trip at
+            // full speed, small enough that one replica does not hoard work others could run.
+            claim_ahead_max: 32,
             // 5 min: an SMTP or HTTP call with its own timeouts fits easily, and a dead
             // replica's actions wait at most this long.
             lease_ms: 5 * 60 * 1_000,
@@ -143,6 +154,9 @@ impl ExecutorConfig {
         }
         if self.concurrency_max > 10_000 || self.per_kind_concurrency_max > 10_000 {
             return fail("concurrency limits must be ≤ 10000".into());
+        }
+        if self.claim_ahead_max > 10_000 {
+            return fail("claim_ahead_max must be ≤ 10000".into());
         }
         if self.fence_margin_ms == 0 || self.lease_ms <= self.fence_margin_ms {
             return fail("lease_ms must be longer than fence_margin_ms > 0".into());
@@ -210,14 +224,32 @@ struct Claimed {
     _permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 }
 
+/// A claimed action `run` holds until a slot of its kind frees (claim-ahead).
+struct Ready {
+    row: ClaimedRow,
+    /// Taken before the claim statement was sent, so never later than the lease's start.
+    claimed: Instant,
+}
+
+/// What a claim running beside `run`'s loop reports.
+enum ClaimEvent {
+    /// Claimed rows, within the allowances they were claimed under.
+    Rows(Vec<ClaimedRow>, Instant),
+    /// The claim is over. `again`: it came back full or uncovered hidden heads, so more may be
+    /// due right now. `empty`: it found nothing (the loop backs off).
+    Finished { again: bool, empty: bool },
+}
+
 struct Inner {
     pool: PgPool,
     registry: Arc<Registry>,
     config: ExecutorConfig,
     global: Arc<Semaphore>,
     per_kind: HashMap<&'static str, Arc<Semaphore>>,
-    /// Wakes the loop: a NOTIFY arrived or a completion freed a lane.
+    /// Wakes the loop to look for work: a NOTIFY arrived or a completion freed a lane.
     wake: Notify,
+    /// Wakes the loop to start prefetched actions: an attempt ended and freed its slot.
+    freed: Notify,
 }
 
 /// Runs actions. Cheap to clone (shared state).
@@ -260,6 +292,7 @@ impl Executor {
                 registry,
                 config,
                 wake: Notify::new(),
+                freed: Notify::new(),
             }),
         })
     }
@@ -278,7 +311,8 @@ impl Executor {
         let claimed = self.claim(free, now).await?;
         let count = claimed.len();
         let finished =
-            futures::future::join_all(claimed.into_iter().map(|c| self.execute(c, now))).await;
+            futures::future::join_all(claimed.into_iter().map(|c| self.execute(c, now, None)))
+                .await;
         self.record(finished, now).await?;
         Ok(count)
     }
@@ -384,11 +418,19 @@ impl Executor {
         Ok(())
     }
 
-    /// Runs until `shutdown` completes: claims whenever there is free concurrency and due work,
-    /// records results in batches, runs the sweeps, retention and gauges on their intervals.
-    /// On shutdown it stops claiming, lets running attempts finish within
-    /// `shutdown_grace_ms`, records their results, and cuts off the rest (their actions keep
-    /// their leases and are reclaimed later, by this or another replica).
+    /// Runs until `shutdown` completes: claims whenever there is room and due work, starts
+    /// claimed actions as slots free, records results in batches, and runs the sweeps,
+    /// retention and gauges on their intervals beside it.
+    ///
+    /// Three things keep a fast adapter's actions moving without a statement on the path of
+    /// each: claims run beside the loop and hold up to `claim_ahead_max` actions beyond the
+    /// running ones, so a freed slot is refilled at once; fences asked together share one
+    /// statement (`fences.rs`); results are recorded in batches.
+    ///
+    /// On shutdown it stops claiming, gives back the actions it holds but has not started (no
+    /// attempt counted), lets running attempts finish within `shutdown_grace_ms`, records their
+    /// results, and cuts off the rest (their actions keep their leases and are reclaimed later,
+    /// by this or another replica).
     ///
     /// Errors of single statements are logged and retried on the next tick; only a failure to
     /// start returns an error.
@@ -411,17 +453,243 @@ impl Executor {
             let this = self.clone();
             tokio::spawn(async move { this.record_loop(done_rx).await })
         };
+        let (stop_housekeeping, stopped) = watch::channel(false);
+        let housekeeping = {
+            let this = self.clone();
+            tokio::spawn(async move { this.housekeeping(stopped).await })
+        };
+        let fences = Fences::start(inner.pool.clone(), c.fence_margin_ms);
 
+        let (claim_tx, mut claim_rx) = mpsc::channel::<ClaimEvent>(2);
+        let mut claiming = false;
+        let mut ready: VecDeque<Ready> = VecDeque::new();
         let mut tasks = JoinSet::new();
-        let mut idle_ms = c.poll_interval_ms_min;
         let interval = |ms: u64| Duration::from_millis(ms);
-        let mut next_sweep = Instant::now();
-        let mut next_retention = Instant::now();
-        let mut next_gauges = Instant::now();
-        let claim_threshold = (c.claim_batch_max.min(c.concurrency_max) / 2).max(1);
+        let mut idle_ms = c.poll_interval_ms_min;
+        let hand_max = c.concurrency_max.saturating_add(c.claim_ahead_max);
+        let claim_threshold = (c.claim_batch_max.min(hand_max) / 2).max(1);
         let mut last_claim = Instant::now();
+        // Why the next claim may find something: a hint arrived (NOTIFY, a lane freed) or the
+        // last claim was full. Without one, an empty claim is followed by backing off.
+        let mut hinted = true;
+        let mut last_empty = false;
         loop {
             while tasks.try_join_next().is_some() {}
+            self.dispatch(&mut ready, &mut tasks, &done_tx, &fences)
+                .await;
+
+            let running = c.concurrency_max - inner.global.available_permits() as u32;
+            let in_hand = running + ready.len() as u32;
+            let want = hand_max.saturating_sub(in_hand).min(c.claim_batch_max);
+            let worth_it = if last_empty {
+                hinted || last_claim.elapsed() >= interval(idle_ms)
+            } else {
+                // While attempts run, wait until a worthwhile batch is free (or the short poll
+                // interval passed): many one-row claims cost a statement each.
+                hinted
+                    || want >= claim_threshold
+                    || in_hand == 0
+                    || last_claim.elapsed() >= interval(c.poll_interval_ms_min)
+            };
+            if !claiming && want > 0 && worth_it {
+                let (allowances, caps) = self.allowances(want, |kind| {
+                    let running = inner.per_kind.get(kind).map_or(0, |s| {
+                        c.per_kind_concurrency_max - s.available_permits() as u32
+                    });
+                    let waiting = ready.iter().filter(|r| r.row.kind == kind).count() as u32;
+                    (c.per_kind_concurrency_max + c.claim_ahead_max)
+                        .saturating_sub(running + waiting)
+                });
+                if !allowances.is_empty() {
+                    claiming = true;
+                    hinted = false;
+                    last_claim = Instant::now();
+                    let (this, tx) = (self.clone(), claim_tx.clone());
+                    tokio::spawn(async move {
+                        // An adapter's `claimed` runs inside; a panic there must not leave the
+                        // loop waiting for a claim that never finishes.
+                        let claim = this.claim_beside(want, allowances, caps, tx.clone());
+                        if AssertUnwindSafe(claim).catch_unwind().await.is_err() {
+                            tracing::error!("outbox claim panicked; its actions come back when their leases expire");
+                            let _ = tx.send(ClaimEvent::Finished { again: false, empty: true }).await;
+                        }
+                    });
+                }
+            }
+
+            let sleep_ms = if in_hand > 0 { c.poll_interval_ms_min } else { idle_ms };
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = inner.wake.notified() => hinted = true,
+                _ = inner.freed.notified() => {}
+                Some(event) = claim_rx.recv() => match event {
+                    ClaimEvent::Rows(rows, claimed) => {
+                        ready.extend(rows.into_iter().map(|row| Ready { row, claimed }));
+                    }
+                    ClaimEvent::Finished { again, empty } => {
+                        claiming = false;
+                        hinted |= again;
+                        last_empty = empty;
+                        idle_ms = if empty {
+                            (idle_ms * 2).min(c.poll_interval_ms_max)
+                        } else {
+                            c.poll_interval_ms_min
+                        };
+                    }
+                },
+                _ = tokio::time::sleep(interval(sleep_ms)) => {}
+            }
+        }
+
+        // Stop claiming: take in the claim in flight, then give back what has not started, so
+        // another replica can run it now rather than after the lease.
+        while claiming {
+            match claim_rx.recv().await {
+                Some(ClaimEvent::Rows(rows, claimed)) => {
+                    ready.extend(rows.into_iter().map(|row| Ready { row, claimed }));
+                }
+                Some(ClaimEvent::Finished { .. }) | None => claiming = false,
+            }
+        }
+        self.give_back(ready.drain(..).map(|r| (r.row.id, r.row.epoch)).collect())
+            .await;
+        let _ = stop_housekeeping.send(true);
+
+        // Give running attempts their grace period.
+        let grace = interval(c.shutdown_grace_ms);
+        let finished_in_time =
+            tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} })
+                .await
+                .is_ok();
+        if !finished_in_time {
+            tracing::warn!(
+                running = tasks.len(),
+                "outbox shutdown grace ran out; cut-off actions keep their leases and will be reclaimed"
+            );
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+        drop(done_tx);
+        drop(fences);
+        let _ = recorder.await;
+        let _ = housekeeping.await;
+        if let Some(listener) = listener {
+            listener.abort();
+        }
+        Ok(())
+    }
+
+    /// Starts held actions while slots are free (a global and a per-kind permit each), oldest
+    /// claim first, skipping kinds whose slots are full; gives back those that waited so long
+    /// that their fence might refuse.
+    async fn dispatch(
+        &self,
+        ready: &mut VecDeque<Ready>,
+        tasks: &mut JoinSet<()>,
+        done: &mpsc::Sender<Finished>,
+        fences: &Fences,
+    ) {
+        let c = &self.inner.config;
+        // Half of what the lease leaves beyond the fence margin: the fence needs the margin
+        // left, and the lease started after `claimed` (database clock, same second).
+        let wait_max = Duration::from_millis((c.lease_ms - c.fence_margin_ms) / 2);
+        let mut stale = Vec::new();
+        ready.retain(|r| {
+            let fresh = r.claimed.elapsed() < wait_max;
+            if !fresh {
+                stale.push((r.row.id, r.row.epoch));
+            }
+            fresh
+        });
+        let mut i = 0;
+        while i < ready.len() && self.inner.global.available_permits() > 0 {
+            let Some(permits) = self.permits(&ready[i].row.kind) else {
+                i += 1;
+                continue;
+            };
+            let Some(Ready { row, .. }) = ready.remove(i) else {
+                break;
+            };
+            let claimed = Claimed {
+                row,
+                _permits: permits,
+            };
+            let (this, tx, fences) = (self.clone(), done.clone(), fences.clone());
+            tasks.spawn(async move {
+                let finished = this.execute(claimed, None, Some(fences)).await;
+                // The permits went with `claimed`: a held action can start now.
+                this.inner.freed.notify_one();
+                // The recorder only stops after every sender is gone.
+                let _ = tx.send(finished).await;
+            });
+        }
+        if !stale.is_empty() {
+            tracing::info!(
+                count = stale.len(),
+                "outbox gives back claimed actions that waited too long for a slot"
+            );
+            self.give_back(stale).await;
+        }
+    }
+
+    /// One claim for `run`, beside its loop: the rows go to the loop as soon as the claim
+    /// statement answers; a short claim is then followed by a demotion, and the loop is told
+    /// whether to look again at once.
+    async fn claim_beside(
+        &self,
+        want: u32,
+        mut allowances: HashMap<&'static str, u32>,
+        caps: Caps,
+        tx: mpsc::Sender<ClaimEvent>,
+    ) {
+        let started = Instant::now();
+        let got = match self.claim_within(want, None, &mut allowances, &caps).await {
+            Ok(rows) => {
+                metrics::claim_took(started.elapsed());
+                let got = rows.len() as u32;
+                if got > 0 {
+                    let _ = tx.send(ClaimEvent::Rows(rows, started)).await;
+                }
+                got
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "outbox claim failed");
+                let _ = tx
+                    .send(ClaimEvent::Finished {
+                        again: false,
+                        empty: true,
+                    })
+                    .await;
+                return;
+            }
+        };
+        let mut again = got == want;
+        if !again {
+            // Short: take the hint off rows that wait behind an earlier action of their lane;
+            // if that uncovered anything, the loop looks again now.
+            match store::outbox::demote(&self.inner.pool, self.inner.config.claim_scan_max, None)
+                .await
+            {
+                Ok(n) => again = n > 0,
+                Err(e) => tracing::warn!(error = %e, "outbox demotion failed"),
+            }
+        }
+        let _ = tx
+            .send(ClaimEvent::Finished {
+                again,
+                empty: got == 0 && !again,
+            })
+            .await;
+    }
+
+    /// Sweeps, retention and gauges on their intervals until `stop` turns true. Beside the
+    /// claim loop, so a slow sweep never holds up starting actions.
+    async fn housekeeping(&self, mut stop: watch::Receiver<bool>) {
+        let c = &self.inner.config;
+        let interval = |ms: u64| Duration::from_millis(ms);
+        let started = Instant::now();
+        let (mut next_sweep, mut next_retention, mut next_gauges) = (started, started, started);
+        loop {
             let now = Instant::now();
             if now >= next_sweep {
                 next_sweep = now + interval(c.sweep_interval_ms);
@@ -441,77 +709,12 @@ impl Executor {
                     tracing::warn!(error = %e, "outbox gauges failed");
                 }
             }
-
-            let available = inner.global.available_permits() as u32;
-            let free = available.min(c.claim_batch_max);
-            let busy = available < c.concurrency_max;
-            // While attempts run, wait until a worthwhile batch is free (or the short poll
-            // interval passed): many one-row claims cost a statement each and would dominate a
-            // fast adapter's throughput.
-            let worth_it = free >= claim_threshold
-                || !busy
-                || last_claim.elapsed() >= interval(c.poll_interval_ms_min);
-            let mut full = false;
-            if free > 0 && worth_it {
-                last_claim = Instant::now();
-                match self.claim(free, None).await {
-                    Ok(claimed) => {
-                        full = claimed.len() as u32 == free;
-                        idle_ms = if claimed.is_empty() {
-                            (idle_ms * 2).min(c.poll_interval_ms_max)
-                        } else {
-                            c.poll_interval_ms_min
-                        };
-                        for claimed in claimed {
-                            let this = self.clone();
-                            let tx = done_tx.clone();
-                            tasks.spawn(async move {
-                                let finished = this.execute(claimed, None).await;
-                                // The recorder only stops after every sender is gone.
-                                let _ = tx.send(finished).await;
-                            });
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "outbox claim failed");
-                        idle_ms = c.poll_interval_ms_max;
-                    }
-                }
-            }
-            if full {
-                // More may be due right now; only stop to check for shutdown.
-                if (&mut shutdown).now_or_never().is_some() {
-                    break;
-                }
-                continue;
-            }
+            let next = next_sweep.min(next_retention).min(next_gauges);
             tokio::select! {
-                _ = &mut shutdown => break,
-                _ = inner.wake.notified() => {}
-                _ = tokio::time::sleep(interval(if busy { c.poll_interval_ms_min } else { idle_ms })) => {}
+                _ = stop.wait_for(|stop| *stop) => return,
+                _ = tokio::time::sleep_until(next.into()) => {}
             }
         }
-
-        // Stop claiming; give running attempts their grace period.
-        let grace = interval(c.shutdown_grace_ms);
-        let finished_in_time =
-            tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} })
-                .await
-                .is_ok();
-        if !finished_in_time {
-            tracing::warn!(
-                running = tasks.len(),
-                "outbox shutdown grace ran out; cut-off actions keep their leases and will be reclaimed"
-            );
-            tasks.abort_all();
-            while tasks.join_next().await.is_some() {}
-        }
-        drop(done_tx);
-        let _ = recorder.await;
-        if let Some(listener) = listener {
-            listener.abort();
-        }
-        Ok(())
     }
 
     async fn listen(&self, mut listener: PgListener) {
@@ -548,18 +751,23 @@ impl Executor {
         }
     }
 
-    /// The kinds this executor may claim now, each with how many it may start, and the
+    /// The kinds this executor may claim now, each with how many it may take, and the
     /// per-tenant caps of the kinds that answered [`ClaimBudget::PerTenant`] (only caps that
-    /// can bind a claim of `want`; see [`KindCaps::new`]).
-    fn allowances(&self, want: u32) -> (HashMap<&'static str, u32>, Caps) {
+    /// can bind a claim of `want`; see [`KindCaps::new`]). `room` says how many actions of a
+    /// kind this executor can take on now.
+    fn allowances(
+        &self,
+        want: u32,
+        room: impl Fn(&str) -> u32,
+    ) -> (HashMap<&'static str, u32>, Caps) {
         let inner = &self.inner;
         let mut kinds = HashMap::new();
         let mut caps = Caps::default();
         for r in inner.registry.all() {
-            let Some(kind_sem) = inner.per_kind.get(r.spec.name) else {
+            if !inner.per_kind.contains_key(r.spec.name) {
                 continue;
-            };
-            let permits = kind_sem.available_permits() as u32;
+            }
+            let permits = room(r.spec.name);
             let (budget, per_tenant) = match r.adapter.claim_budget() {
                 ClaimBudget::Unlimited => (u32::MAX, None),
                 ClaimBudget::AtMost(n) => (n, None),
@@ -587,42 +795,41 @@ impl Executor {
         (kinds, caps)
     }
 
-    /// Claims up to `want` actions, with their permits. What a claim returns beyond a kind's
-    /// allowance is released at once without counting an attempt. Each kind's adapter is told
-    /// the tenants of what it is about to run ([`Adapter::claimed`](super::Adapter::claimed)).
+    /// A global and a per-kind permit for one attempt of `kind`, if both are free.
+    fn permits(&self, kind: &str) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
+        let kind_sem = self.inner.per_kind.get(kind)?;
+        let global = self.inner.global.clone().try_acquire_owned().ok()?;
+        let kind = kind_sem.clone().try_acquire_owned().ok()?;
+        Some((global, kind))
+    }
+
+    /// Claims up to `want` actions for [`run_once_at`](Self::run_once_at), each with its
+    /// permits; a short claim is followed by a demotion and, if that uncovered anything, a
+    /// second look.
     async fn claim(&self, want: u32, now: Option<DateTime<Utc>>) -> Result<Vec<Claimed>, Error> {
         if want == 0 {
             return Ok(Vec::new());
         }
         let inner = &self.inner;
-        let c = &inner.config;
-        let (mut allowances, mut caps) = self.allowances(want);
-        if allowances.is_empty() {
-            return Ok(Vec::new());
-        }
-        let kinds: Vec<&str> = allowances.keys().copied().collect();
-        // Never ask for more than the kinds could start: what comes back beyond an allowance
-        // is released again, which costs a statement and two row versions each.
-        let want = want.min(
-            allowances
-                .values()
-                .fold(0u32, |sum, n| sum.saturating_add(*n)),
-        );
+        let (mut allowances, mut caps) = self.allowances(want, |kind| {
+            inner
+                .per_kind
+                .get(kind)
+                .map_or(0, |s| s.available_permits() as u32)
+        });
         let started = Instant::now();
-        let mut rows = self.claim_rows(want, now, &kinds, &caps).await?;
+        let mut rows = self.claim_within(want, now, &mut allowances, &caps).await?;
         // From here on the rows above are EXECUTING under our lease: an error of a later
         // statement must not drop them (they would sit until the lease expires). Log it and run
         // what was claimed.
         if (rows.len() as u32) < want {
-            // Short: take the hint off rows that wait behind an earlier action of their lane,
-            // then look again if that uncovered anything. The second look must not give a
-            // tenant its cap a second time.
-            match store::outbox::demote(&inner.pool, c.claim_scan_max, now).await {
+            match store::outbox::demote(&inner.pool, inner.config.claim_scan_max, now).await {
                 Ok(0) => {}
                 Ok(_) => {
+                    // The second look must not give a tenant its cap a second time.
                     caps.spend(&rows);
                     match self
-                        .claim_rows(want - rows.len() as u32, now, &kinds, &caps)
+                        .claim_within(want - rows.len() as u32, now, &mut allowances, &caps)
                         .await
                     {
                         Ok(more) => rows.extend(more),
@@ -639,69 +846,101 @@ impl Executor {
             }
         }
         metrics::claim_took(started.elapsed());
-
         let mut claimed = Vec::with_capacity(rows.len());
-        let mut release = Vec::new();
+        let mut back = Vec::new();
         for row in rows {
-            let permits = match (
-                allowances.get_mut(row.kind.as_str()),
-                inner.per_kind.get(row.kind.as_str()),
-            ) {
-                (Some(left), Some(kind_sem)) if *left > 0 => {
-                    match (
-                        inner.global.clone().try_acquire_owned(),
-                        kind_sem.clone().try_acquire_owned(),
-                    ) {
-                        (Ok(g), Ok(k)) => {
-                            *left -= 1;
-                            Some((g, k))
-                        }
-                        _ => None,
-                    }
-                }
-                _ => None,
-            };
-            match permits {
+            match self.permits(&row.kind) {
                 Some(permits) => claimed.push(Claimed {
                     row,
                     _permits: permits,
                 }),
-                None => release.push((row.id, row.epoch)),
+                None => back.push((row.id, row.epoch)),
             }
         }
-        self.tell_claimed(&claimed);
-        if !release.is_empty() {
-            let (ids, epochs): (Vec<i64>, Vec<i64>) = release.into_iter().unzip();
-            let released = match store::outbox::release(&inner.pool, &ids, &epochs).await {
-                Ok(released) => released,
-                Err(e) => {
-                    tracing::warn!(error = %e, "outbox release failed; running the actions claimed within allowance");
-                    Vec::new()
-                }
-            };
-            if released.len() < ids.len() {
-                // Not an error: a row missing here was erased meanwhile (fenced by epoch, nothing
-                // else can have touched it). Its lease, if it still exists, brings it back.
-                let lost: Vec<i64> = ids
-                    .iter()
-                    .copied()
-                    .filter(|id| !released.contains(id))
-                    .collect();
-                tracing::warn!(ids = ?lost, "outbox could not release claimed actions; they wait for their leases to expire");
-            }
-        }
+        self.give_back(back).await;
         Ok(claimed)
     }
 
-    /// Tells each kind's adapter the tenants of the actions it is about to run, before any
-    /// runs, so a budget is spent at the claim and the next claim sees it spent.
-    fn tell_claimed(&self, claimed: &[Claimed]) {
+    /// One claim (two statements when a race with another replica is retried) for up to
+    /// `want` actions of the allowed kinds. Keeps what fits each kind's allowance (and counts
+    /// it off), gives the rest back at once without counting an attempt, and tells each kind's
+    /// adapter the tenants of what it kept ([`Adapter::claimed`](super::Adapter::claimed)),
+    /// before any of them runs, so a budget is spent at the claim and the next claim sees it
+    /// spent.
+    async fn claim_within(
+        &self,
+        want: u32,
+        now: Option<DateTime<Utc>>,
+        allowances: &mut HashMap<&'static str, u32>,
+        caps: &Caps,
+    ) -> Result<Vec<ClaimedRow>, Error> {
+        let kinds: Vec<&str> = allowances
+            .iter()
+            .filter(|(_, left)| **left > 0)
+            .map(|(kind, _)| *kind)
+            .collect();
+        // Never ask for more than the kinds could take: what comes back beyond an allowance
+        // is given back, which costs a statement and two row versions each.
+        let want = want.min(
+            allowances
+                .values()
+                .fold(0u32, |sum, n| sum.saturating_add(*n)),
+        );
+        if want == 0 || kinds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self.claim_rows(want, now, &kinds, caps).await?;
+        let mut kept = Vec::with_capacity(rows.len());
+        let mut back = Vec::new();
+        for row in rows {
+            match allowances.get_mut(row.kind.as_str()) {
+                Some(left) if *left > 0 => {
+                    *left -= 1;
+                    kept.push(row);
+                }
+                _ => back.push((row.id, row.epoch)),
+            }
+        }
+        self.tell_claimed(&kept);
+        self.give_back(back).await;
+        Ok(kept)
+    }
+
+    /// Gives claimed actions back unrun: ADMITTED again, due now, no attempt counted (fenced
+    /// by (id, epoch)). A failure is logged, never returned: the actions come back when their
+    /// leases run out.
+    async fn give_back(&self, rows: Vec<(i64, i64)>) {
+        if rows.is_empty() {
+            return;
+        }
+        let (ids, epochs): (Vec<i64>, Vec<i64>) = rows.into_iter().unzip();
+        let released = match store::outbox::release(&self.inner.pool, &ids, &epochs).await {
+            Ok(released) => released,
+            Err(e) => {
+                tracing::warn!(error = %e, "outbox release failed; the actions wait for their leases to expire");
+                return;
+            }
+        };
+        if released.len() < ids.len() {
+            // Not an error: a row missing here was erased meanwhile (fenced by epoch, nothing
+            // else can have touched it). Its lease, if it still exists, brings it back.
+            let lost: Vec<i64> = ids
+                .iter()
+                .copied()
+                .filter(|id| !released.contains(id))
+                .collect();
+            tracing::warn!(ids = ?lost, "outbox could not release claimed actions; they wait for their leases to expire");
+        }
+    }
+
+    /// Tells each kind's adapter the tenants of the actions it is about to run.
+    fn tell_claimed(&self, rows: &[ClaimedRow]) {
         let mut by_kind: BTreeMap<&str, Vec<Option<&str>>> = BTreeMap::new();
-        for c in claimed {
+        for row in rows {
             by_kind
-                .entry(c.row.kind.as_str())
+                .entry(row.kind.as_str())
                 .or_default()
-                .push(c.row.tenant_id.as_deref());
+                .push(row.tenant_id.as_deref());
         }
         for (kind, tenants) in by_kind {
             if let Some(registered) = self.inner.registry.get(kind) {
@@ -764,7 +1003,12 @@ impl Executor {
 
     /// Runs one claimed action's adapter under the call timeout, catching a panic, and decides
     /// the result. Holds no connection while the adapter runs.
-    async fn execute(&self, claimed: Claimed, now: Option<DateTime<Utc>>) -> Finished {
+    async fn execute(
+        &self,
+        claimed: Claimed,
+        now: Option<DateTime<Utc>>,
+        fences: Option<Fences>,
+    ) -> Finished {
         let inner = &self.inner;
         let row = claimed.row;
         let Some(registered) = inner.registry.get(&row.kind) else {
@@ -802,6 +1046,7 @@ impl Executor {
             fence_margin_ms: inner.config.fence_margin_ms,
             now,
             fence: FenceStage::NotStarted,
+            fences,
         };
         let started = Instant::now();
         let call = AssertUnwindSafe(registered.adapter.execute(&mut attempt)).catch_unwind();

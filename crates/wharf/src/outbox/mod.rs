@@ -33,6 +33,7 @@ mod caps;
 mod decide;
 mod error;
 mod executor;
+mod fences;
 mod kind;
 pub mod metrics;
 mod ops;

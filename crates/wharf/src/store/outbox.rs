@@ -314,7 +314,7 @@ pub async fn demote<'c>(
     Ok(done.rows_affected())
 }
 
-/// The fence (`begin_write.sql`). True when the write may start.
+/// The fence (`begin_write.sql`) for one attempt. True when the write may start.
 pub async fn begin_write<'c>(
     executor: impl PgExecutor<'c>,
     id: i64,
@@ -322,14 +322,26 @@ pub async fn begin_write<'c>(
     fence_margin_ms: u64,
     now: Option<DateTime<Utc>>,
 ) -> Result<bool, sqlx::Error> {
-    let row: Option<(i64,)> = sqlx::query_as(include_str!("../../sql/outbox/begin_write.sql"))
-        .bind(id)
-        .bind(epoch)
+    let passed = begin_write_many(executor, &[id], &[epoch], fence_margin_ms, now).await?;
+    Ok(!passed.is_empty())
+}
+
+/// The fence (`begin_write.sql`) for many attempts in one statement: the ids that may start
+/// their write. `ids` and `epochs` pair up by position.
+pub async fn begin_write_many<'c>(
+    executor: impl PgExecutor<'c>,
+    ids: &[i64],
+    epochs: &[i64],
+    fence_margin_ms: u64,
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar(include_str!("../../sql/outbox/begin_write.sql"))
+        .bind(ids)
+        .bind(epochs)
         .bind(i64::try_from(fence_margin_ms).unwrap_or(i64::MAX))
         .bind(now)
-        .fetch_optional(executor)
-        .await?;
-    Ok(row.is_some())
+        .fetch_all(executor)
+        .await
 }
 
 /// What the fence saw when it refused (`fence_state.sql`): epoch, state, lease left in ms.
