@@ -3,7 +3,11 @@
 -- A lane head is a due ADMITTED action with no EXECUTING action in its lane and no earlier
 -- unstarted (PROPOSED or ADMITTED, due or not) action in its lane. Both conditions are checked
 -- exactly here, with one probe each into ux_action_lane_executing and ix_action_lane_pending;
--- head_hint only narrows which rows are looked at (see 0002_outbox.sql). An EXECUTING action
+-- head_hint only narrows which rows are looked at (see 0002_outbox.sql and
+-- 0011_outbox_busy_lane_hints.sql). Rows the window finds blocked, behind an earlier unstarted
+-- action or in a lane with an EXECUTING one, are demoted after a short claim (demote.sql, over
+-- this same window), so blocked rows cannot keep the window full and starve idle lanes; they
+-- get the hint back when what blocks them leaves (the promotion triggers). An EXECUTING action
 -- whose lease expired is reclaimed without waiting for anything, unless it is at-most-once and
 -- its write started (the lease sweep ends those UNCERTAIN; the guard trigger would refuse), or
 -- its last allowed attempt held the lease (attempt >= max_attempts: the lease sweep ends it, so a
@@ -14,7 +18,8 @@
 -- $2 bigint: lease length in milliseconds.
 -- $3 timestamptz: "now" for tests; NULL means the database clock.
 -- $4 text[]: the kinds this executor may claim now.
--- $5 integer: look at most at this many head candidates (bounds the cost of one claim).
+-- $5 integer: look at most at this many head candidates (bounds the cost of one claim; what
+--    the window holds beyond true heads is demoted, so it does not hide later heads for long).
 WITH clock AS MATERIALIZED (
     SELECT coalesce($3::timestamptz, now()) AS now
 ),

@@ -1,6 +1,7 @@
 -- claim.sql with per-tenant caps on some kinds (ClaimBudget::PerTenant, SPEC §3.8): the same
 -- lane heads and reclaims, except that the heads of a capped kind are at most its cap per
--- tenant, and a tenant capped at 0 is never looked at. Everything claim.sql says holds here.
+-- tenant, and a tenant capped at 0 is never looked at. Everything claim.sql says holds here,
+-- the demotion of blocked rows (busy lanes included) after a short claim too.
 --
 -- Used only when some kind answered PerTenant, because the caps cost laziness: claim.sql probes
 -- candidates in order and stops at $1 heads, while here every candidate ($5 at most) gets its
