@@ -11,5 +11,6 @@ mod fence;
 mod guard;
 mod housekeeping;
 mod reclaim;
+mod run_loop;
 mod support;
 mod tenant_caps;
