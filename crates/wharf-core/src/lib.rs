@@ -14,6 +14,7 @@
 
 pub mod action;
 pub mod backoff;
+pub mod bucket;
 pub mod canonical;
 pub mod envelope;
 pub mod inbox;

@@ -1,9 +1,11 @@
 //! In-memory token-bucket rate limiters with a bounded number of keys (SPEC §3.4 steps 1 and 3).
 //!
-//! Owns: the bucket arithmetic ([`take`], a pure function of the bucket, the policy and `now`, so
-//! it is tested without sleeping) and a bounded map of buckets ([`Limiter`]). It must not know
-//! what a key means: the inbox builds the peer key (client address) and the identity key
-//! (tenant, account, device, purpose) and decides where in the pipeline each check runs.
+//! Owns: a bounded map of buckets ([`Limiter`]) and which bucket a key gets. The bucket arithmetic
+//! (refill, burst, all-or-nothing takes, the `Retry-After` wait) is `wharf_core::bucket`'s, shared
+//! with the outbound delivery limit. It must not know what a key means or what a request costs:
+//! the inbox builds the peer key (client address) and the identity key (tenant, account, device,
+//! purpose), and decides where in the pipeline each check runs and how many tokens a request
+//! takes.
 //!
 //! Why in memory: these limits protect this process's CPU and database pool from one client;
 //! they are not a billing quota. Each replica limits on its own, so a deployment with N replicas
@@ -19,89 +21,7 @@ use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How fast a bucket refills and how much it holds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LimitPolicy {
-    /// Tokens added per second (sustained requests per second).
-    pub rate_per_s: f64,
-    /// Largest number of tokens a bucket holds (the burst a quiet client may send at once).
-    pub burst: u32,
-}
-
-impl LimitPolicy {
-    /// A policy that never limits (for tests and trusted deployments).
-    pub const UNLIMITED: LimitPolicy = LimitPolicy {
-        rate_per_s: f64::INFINITY,
-        burst: u32::MAX,
-    };
-}
-
-/// One key's bucket: tokens left at `updated`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bucket {
-    /// Tokens left, at most the policy's burst.
-    pub tokens: f64,
-    /// When `tokens` was computed.
-    pub updated: Instant,
-}
-
-impl Bucket {
-    /// A full bucket at `now`: a key seen for the first time may send its burst.
-    pub fn full(policy: LimitPolicy, now: Instant) -> Bucket {
-        Bucket {
-            tokens: f64::from(policy.burst),
-            updated: now,
-        }
-    }
-}
-
-/// Takes one token from `bucket` at `now` under `policy`.
-///
-/// Returns the bucket after the attempt and `Ok(())` when the token was there, or
-/// `Err(retry_after)` with how long until one will be. A clock that went backwards (an `Instant`
-/// earlier than `updated`) refills nothing rather than panicking.
-pub fn take(bucket: Bucket, policy: LimitPolicy, now: Instant) -> (Bucket, Result<(), Duration>) {
-    if !policy.rate_per_s.is_finite() {
-        return (
-            Bucket {
-                tokens: f64::from(policy.burst),
-                updated: now,
-            },
-            Ok(()),
-        );
-    }
-    let elapsed_s = now.saturating_duration_since(bucket.updated).as_secs_f64();
-    let tokens = (bucket.tokens + elapsed_s * policy.rate_per_s).min(f64::from(policy.burst));
-    let updated = if now > bucket.updated {
-        now
-    } else {
-        bucket.updated
-    };
-    if tokens >= 1.0 {
-        return (
-            Bucket {
-                tokens: tokens - 1.0,
-                updated,
-            },
-            Ok(()),
-        );
-    }
-    let missing = 1.0 - tokens;
-    let retry_after = if policy.rate_per_s > 0.0 {
-        Duration::from_secs_f64(missing / policy.rate_per_s)
-    } else {
-        // A zero rate never refills: tell the client to come back much later rather than never.
-        Duration::from_secs(3600)
-    };
-    (Bucket { tokens, updated }, Err(retry_after))
-}
-
-/// Whole seconds for a `Retry-After` header: rounded up and at least 1, so a client that obeys
-/// it never arrives before its token.
-pub fn retry_after_s(retry_after: Duration) -> u64 {
-    let s = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-    s.max(1)
-}
+pub use wharf_core::bucket::{Bucket, Denied, LimitPolicy, retry_after_s};
 
 struct Entry {
     bucket: Bucket,
@@ -144,14 +64,27 @@ impl<K: Hash + Eq + Clone> Limiter<K> {
         self.policy
     }
 
-    /// Takes a token for `key` now; `Err(retry_after)` when the key is limited.
+    /// Takes one token for `key` now; `Err(retry_after)` when the key is limited.
     pub fn check(&self, key: &K) -> Result<(), Duration> {
         self.check_at(key, Instant::now())
     }
 
-    /// Takes a token for `key` at `now` (tests pass their own clock).
+    /// Takes one token for `key` at `now` (tests pass their own clock). A policy whose burst is
+    /// zero can never hold a token and answers [`wharf_core::bucket::ZERO_RATE_WAIT`].
     pub fn check_at(&self, key: &K, now: Instant) -> Result<(), Duration> {
-        if !self.policy.rate_per_s.is_finite() {
+        self.take_at(key, 1, now).map_err(Denied::wait)
+    }
+
+    /// Takes `n` tokens for `key` now, all or nothing.
+    pub fn take(&self, key: &K, n: u32) -> Result<(), Denied> {
+        self.take_at(key, n, Instant::now())
+    }
+
+    /// Takes `n` tokens for `key` at `now`, all or nothing: when the key's bucket cannot cover
+    /// `n`, nothing is taken and the answer says how long until it can ([`Denied::Wait`]) or that
+    /// it never can ([`Denied::OverBurst`]).
+    pub fn take_at(&self, key: &K, n: u32, now: Instant) -> Result<(), Denied> {
+        if self.policy.is_unlimited() {
             return Ok(());
         }
         // A poisoned lock only means another thread panicked mid-update of plain numbers; the
@@ -159,15 +92,16 @@ impl<K: Hash + Eq + Clone> Limiter<K> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let stamp = state.next_stamp;
         state.next_stamp += 1;
-        let (bucket, result) = match state.buckets.get(key) {
-            Some(entry) => take(entry.bucket, self.policy, now),
+        let bucket = match state.buckets.get(key) {
+            Some(entry) => entry.bucket,
             None => {
                 if state.buckets.len() >= self.keys_max {
                     state.evict_one();
                 }
-                take(Bucket::full(self.policy, now), self.policy, now)
+                Bucket::full(self.policy, now)
             }
         };
+        let (bucket, result) = bucket.take(self.policy, n, now);
         state.buckets.insert(key.clone(), Entry { bucket, stamp });
         state.order.push_back((key.clone(), stamp));
         if state.order.len() > 2 * self.keys_max {
@@ -224,40 +158,24 @@ mod tests {
     };
 
     #[test]
-    fn bucket_arithmetic() {
+    fn take_is_per_key_and_all_or_nothing() {
+        let limiter = Limiter::new(POLICY, 10);
         let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let mut b = Bucket::full(POLICY, t0);
-        // The burst passes at once, then the next waits for half a second's refill.
-        for _ in 0..3 {
-            let (nb, r) = take(b, POLICY, t0);
-            assert_eq!(r, Ok(()));
-            b = nb;
-        }
-        let (nb, r) = take(b, POLICY, t0);
-        assert_eq!(r, Err(Duration::from_millis(500)));
-        b = nb;
-        let (nb, r) = take(b, POLICY, at(250));
-        assert_eq!(r, Err(Duration::from_millis(250)));
-        b = nb;
-        let (nb, r) = take(b, POLICY, at(500));
-        assert_eq!(r, Ok(()));
-        b = nb;
-        // A long idle period refills only up to the burst.
-        let (nb, _) = take(b, POLICY, at(100_000));
-        assert!((nb.tokens - 2.0).abs() < 1e-9, "{}", nb.tokens);
-        // A clock going backwards refills nothing and does not panic.
-        let (nb2, r) = take(nb, POLICY, at(1));
-        assert_eq!(r, Ok(()));
-        assert_eq!(nb2.updated, nb.updated);
-    }
-
-    #[test]
-    fn retry_after_rounds_up() {
-        assert_eq!(retry_after_s(Duration::from_millis(1)), 1);
-        assert_eq!(retry_after_s(Duration::from_millis(1000)), 1);
-        assert_eq!(retry_after_s(Duration::from_millis(1001)), 2);
-        assert_eq!(retry_after_s(Duration::ZERO), 1);
+        // Three tokens: a batch of four never fits the burst, three fit exactly, and a refused
+        // take leaves the tokens for a smaller one.
+        assert_eq!(limiter.take_at(&"a", 4, t0), Err(Denied::OverBurst));
+        assert_eq!(limiter.take_at(&"a", 1, t0), Ok(()));
+        assert_eq!(
+            limiter.take_at(&"a", 3, t0),
+            Err(Denied::Wait(Duration::from_millis(500)))
+        );
+        assert_eq!(limiter.take_at(&"a", 2, t0), Ok(()));
+        assert_eq!(limiter.check_at(&"a", t0), Err(Duration::from_millis(500)));
+        assert_eq!(limiter.take_at(&"b", 3, t0), Ok(()), "b has its own bucket");
+        assert_eq!(
+            limiter.check_at(&"a", t0 + Duration::from_millis(500)),
+            Ok(())
+        );
     }
 
     #[test]
@@ -297,6 +215,7 @@ mod tests {
         let limiter = Limiter::new(LimitPolicy::UNLIMITED, 1);
         for i in 0..100 {
             assert!(limiter.check(&i).is_ok());
+            assert!(limiter.take(&i, u32::MAX).is_ok());
         }
         assert_eq!(limiter.keys(), 0);
     }

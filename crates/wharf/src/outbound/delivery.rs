@@ -1,11 +1,11 @@
 //! The delivery rate limit (SPEC §3.8): token buckets keyed by (tenant, `delivery`), consulted
 //! before claiming so an exhausted tenant never holds a row in EXECUTING.
 //!
-//! Owns: the bucket arithmetic (pure functions of a bucket, the policy and `now`, tested as
-//! tables without sleeping) and [`DeliveryBudget`], a bounded map of tenant buckets that the
-//! `envelope` adapter consults. Must not know: SQL, the claim statement, or HTTP. The policy
-//! type is the inbox's [`LimitPolicy`], so delivery is configured like `sync-ingest`,
-//! independently.
+//! Owns: [`DeliveryBudget`], a bounded map of tenant buckets that the `envelope` adapter
+//! consults, the reservations claims leave in it, and how much debt a claim may run up. Must not
+//! know: SQL, the claim statement, or HTTP. The bucket arithmetic (refill, burst, debt, waits) is
+//! `wharf_core::bucket`'s, the same as the inbox limiters', and the policy is the same
+//! [`LimitPolicy`], so delivery is configured like `sync-ingest`, independently.
 //!
 //! # How it keeps rows from being stranded
 //!
@@ -35,113 +35,24 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+pub use wharf_core::bucket::Bucket;
+use wharf_core::bucket::ZERO_RATE_WAIT;
+
 use crate::inbox::LimitPolicy;
 use crate::outbox::ClaimBudget;
 
 /// The limiter purpose of delivery, beside the inbox's `sync-ingest`.
 pub const DELIVERY_PURPOSE: &str = "delivery";
 
-/// How long to wait for a token that a zero rate never refills. An hour, not forever: an
-/// operator who raises the rate should not have to restart anything.
-pub const ZERO_RATE_WAIT_MS: u64 = 60 * 60 * 1_000;
+/// How long to wait for a token that a zero rate never refills, in milliseconds
+/// ([`wharf_core::bucket::ZERO_RATE_WAIT`]). An hour, not forever: an operator who raises the
+/// rate should not have to restart anything.
+pub const ZERO_RATE_WAIT_MS: u64 = ZERO_RATE_WAIT.as_millis() as u64;
 
-/// Most debt a bucket can carry, as a multiple of its burst. Debt comes only from
-/// [`DeliveryBudget::charge_at`] (deliveries the claim already made); bounding it bounds how long
-/// one tenant's catch-up can delay its next deliveries.
-const DEBT_BURSTS_MAX: f64 = 1.0;
-
-/// One tenant's bucket: tokens left at `updated`. Negative tokens are debt.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bucket {
-    /// Tokens left; at most the burst, at least minus the burst.
-    pub tokens: f64,
-    /// When `tokens` was computed.
-    pub updated: Instant,
-}
-
-impl Bucket {
-    /// A full bucket: a tenant seen for the first time may deliver its burst at once.
-    pub fn full(policy: LimitPolicy, now: Instant) -> Bucket {
-        Bucket {
-            tokens: f64::from(policy.burst),
-            updated: now,
-        }
-    }
-}
-
-/// The bucket refilled up to `now`. A `now` before `updated` (a caller's clocks disagreeing)
-/// refills nothing and keeps `updated`, so time never runs backwards for a bucket.
-pub fn refill(bucket: Bucket, policy: LimitPolicy, now: Instant) -> Bucket {
-    let burst = f64::from(policy.burst);
-    if !policy.rate_per_s.is_finite() {
-        return Bucket {
-            tokens: burst,
-            updated: now.max(bucket.updated),
-        };
-    }
-    let elapsed_s = now.saturating_duration_since(bucket.updated).as_secs_f64();
-    Bucket {
-        tokens: (bucket.tokens + elapsed_s * policy.rate_per_s.max(0.0)).min(burst),
-        updated: now.max(bucket.updated),
-    }
-}
-
-/// Whole tokens in a (refilled) bucket: how many deliveries may start now.
-pub fn whole_tokens(bucket: Bucket) -> u32 {
-    if bucket.tokens < 1.0 {
-        0
-    } else {
-        // Saturating float-to-int cast: a burst is a u32, so this never saturates in practice.
-        bucket.tokens.floor() as u32
-    }
-}
-
-/// How long until a (refilled) bucket holds one whole token; zero when it does.
-pub fn until_one(bucket: Bucket, policy: LimitPolicy) -> Duration {
-    if bucket.tokens >= 1.0 {
-        return Duration::ZERO;
-    }
-    if policy.rate_per_s > 0.0 {
-        Duration::from_secs_f64((1.0 - bucket.tokens) / policy.rate_per_s)
-    } else {
-        Duration::from_millis(ZERO_RATE_WAIT_MS)
-    }
-}
-
-/// Takes one token at `now`: the bucket after, and `Err(wait)` (nothing taken) when there is no
-/// whole token.
-pub fn take_one(
-    bucket: Bucket,
-    policy: LimitPolicy,
-    now: Instant,
-) -> (Bucket, Result<(), Duration>) {
-    let b = refill(bucket, policy, now);
-    if b.tokens >= 1.0 {
-        (
-            Bucket {
-                tokens: b.tokens - 1.0,
-                ..b
-            },
-            Ok(()),
-        )
-    } else {
-        (b, Err(until_one(b, policy)))
-    }
-}
-
-/// Takes `n` tokens at `now` whether or not they are there, down to a debt of one burst: for
-/// deliveries that were already decided (claimed under an allowance).
-pub fn charge(bucket: Bucket, policy: LimitPolicy, n: u32, now: Instant) -> Bucket {
-    let b = refill(bucket, policy, now);
-    if !policy.rate_per_s.is_finite() {
-        return b;
-    }
-    let floor = -f64::from(policy.burst) * DEBT_BURSTS_MAX;
-    Bucket {
-        tokens: (b.tokens - f64::from(n)).max(floor),
-        ..b
-    }
-}
+/// Most debt a bucket can carry, in bursts. Debt comes only from [`DeliveryBudget::charge_at`]
+/// (deliveries the claim already made); bounding it bounds how long one tenant's catch-up can
+/// delay its next deliveries.
+const DEBT_BURSTS_MAX: u32 = 1;
 
 /// Per-tenant claim allowances for the `envelope` kind at one moment: what the claim needs to
 /// know to skip exhausted tenants before it locks anything. [`DeliveryBudget::claim_budget_at`]
@@ -247,7 +158,7 @@ impl DeliveryBudget {
         // A full bucket without reservations means the same as a missing one.
         state
             .buckets
-            .retain(|_, e| e.reserved > 0 || refill(e.bucket, policy, now).tokens < burst);
+            .retain(|_, e| e.reserved > 0 || e.bucket.refill(policy, now).tokens < burst);
         if state.buckets.len() >= self.tenants_max {
             // The fullest goes, reservations and all: its rows then take tokens from a fresh
             // (full) bucket at execution.
@@ -271,16 +182,18 @@ impl DeliveryBudget {
 
     /// [`try_acquire`](Self::try_acquire) at `now`.
     pub fn try_acquire_at(&self, tenant: &str, now: Instant) -> Result<(), Duration> {
-        if !self.policy.rate_per_s.is_finite() {
+        if self.policy.is_unlimited() {
             return Ok(());
         }
         self.with_state(|state| {
             let entry = self.entry(state, tenant, now);
-            let (bucket, result) = take_one(entry.bucket, self.policy, now);
+            let (bucket, result) = entry.bucket.take(self.policy, 1, now);
             state
                 .buckets
                 .insert(tenant.to_owned(), Entry { bucket, ..entry });
-            result
+            // One delivery cannot be split: a bucket that can never hold a token (a zero burst)
+            // waits like a zero rate.
+            result.map_err(|denied| denied.wait())
         })
     }
 
@@ -288,15 +201,16 @@ impl DeliveryBudget {
     /// into debt if need be (at most one burst), and reserves them for
     /// [`start_at`](Self::start_at).
     pub fn charge_at(&self, tenant: &str, n: u32, now: Instant) {
-        if !self.policy.rate_per_s.is_finite() || n == 0 {
+        if self.policy.is_unlimited() || n == 0 {
             return;
         }
+        let debt_max = self.policy.burst.saturating_mul(DEBT_BURSTS_MAX);
         self.with_state(|state| {
             let entry = self.entry(state, tenant, now);
             state.buckets.insert(
                 tenant.to_owned(),
                 Entry {
-                    bucket: charge(entry.bucket, self.policy, n, now),
+                    bucket: entry.bucket.charge(self.policy, n, debt_max, now),
                     reserved: entry.reserved.saturating_add(n),
                 },
             );
@@ -344,12 +258,12 @@ impl DeliveryBudget {
     /// name, so equal budgets give equal claims.
     pub fn allowance_at(&self, now: Instant) -> TenantAllowance {
         let policy = self.policy;
-        let mut tenants: Vec<(String, u32)> = if policy.rate_per_s.is_finite() {
+        let mut tenants: Vec<(String, u32)> = if !policy.is_unlimited() {
             self.with_state(|state| {
                 state
                     .buckets
                     .iter()
-                    .map(|(tenant, e)| (tenant, whole_tokens(refill(e.bucket, policy, now))))
+                    .map(|(tenant, e)| (tenant, e.bucket.refill(policy, now).whole_tokens()))
                     .filter(|(_, n)| *n < policy.burst)
                     .map(|(tenant, n)| (tenant.clone(), n))
                     .collect()
@@ -367,7 +281,7 @@ impl DeliveryBudget {
     /// What the `envelope` adapter answers the claim at `now`: nothing to limit for an
     /// unlimited policy, else [`allowance_at`](Self::allowance_at) per tenant.
     pub fn claim_budget_at(&self, now: Instant) -> ClaimBudget {
-        if !self.policy.rate_per_s.is_finite() {
+        if self.policy.is_unlimited() {
             return ClaimBudget::Unlimited;
         }
         self.allowance_at(now).into()
@@ -393,126 +307,33 @@ mod tests {
     }
 
     #[test]
-    fn refill_table() {
+    fn a_zero_rate_defers_for_an_hour_and_debt_stops_at_one_burst() {
         let t0 = Instant::now();
-        // (tokens before, ms elapsed, tokens after): 2 tokens a second, never above the burst.
-        let rows: [(f64, u64, f64); 7] = [
-            (0.0, 0, 0.0),
-            (0.0, 250, 0.5),
-            (0.0, 500, 1.0),
-            (1.5, 1_000, 3.5),
-            (3.0, 1_000, 4.0),
-            (4.0, 60_000, 4.0),
-            (-4.0, 1_000, -2.0),
-        ];
-        for (before, ms, after) in rows {
-            let b = refill(
-                Bucket {
-                    tokens: before,
-                    updated: t0,
-                },
-                POLICY,
-                at(t0, ms),
-            );
-            assert!(
-                (b.tokens - after).abs() < 1e-9,
-                "{before} +{ms}ms: {}",
-                b.tokens
-            );
-            assert_eq!(b.updated, at(t0, ms));
-        }
-        // A clock that runs backwards refills nothing and keeps the bucket's time.
-        let b = refill(
-            Bucket {
-                tokens: 1.0,
-                updated: at(t0, 500),
+        let budget = DeliveryBudget::new(
+            LimitPolicy {
+                rate_per_s: 0.0,
+                burst: 1,
             },
-            POLICY,
-            t0,
+            10,
+        );
+        assert_eq!(budget.try_acquire_at("a", t0), Ok(()));
+        assert_eq!(
+            budget.try_acquire_at("a", at(t0, 60_000)),
+            Err(Duration::from_millis(ZERO_RATE_WAIT_MS))
+        );
+        // A claim of 100 over a burst of 4 leaves a debt of 4, not 100: paid off in 2 s at 2/s,
+        // then the tenant is full (and unlisted) again 2 s later.
+        let budget = DeliveryBudget::new(POLICY, 10);
+        budget.charge_at("b", 100, t0);
+        assert_eq!(
+            budget.allowance_at(at(t0, 2_000)).tenants,
+            vec![("b".into(), 0)]
         );
         assert_eq!(
-            b,
-            Bucket {
-                tokens: 1.0,
-                updated: at(t0, 500)
-            }
+            budget.allowance_at(at(t0, 2_500)).tenants,
+            vec![("b".into(), 1)]
         );
-    }
-
-    #[test]
-    fn take_one_table() {
-        let t0 = Instant::now();
-        // (tokens before, ms elapsed, taken?, tokens after, wait when refused in ms)
-        let rows: [(f64, u64, bool, f64, u64); 6] = [
-            (4.0, 0, true, 3.0, 0),
-            (1.0, 0, true, 0.0, 0),
-            (0.0, 0, false, 0.0, 500),
-            (0.5, 0, false, 0.5, 250),
-            (0.5, 250, true, 0.0, 0),
-            (-2.0, 0, false, -2.0, 1_500),
-        ];
-        for (before, ms, taken, after, wait_ms) in rows {
-            let (b, r) = take_one(
-                Bucket {
-                    tokens: before,
-                    updated: t0,
-                },
-                POLICY,
-                at(t0, ms),
-            );
-            assert!((b.tokens - after).abs() < 1e-9, "{before}: {}", b.tokens);
-            match r {
-                Ok(()) => assert!(taken, "{before} +{ms}"),
-                Err(wait) => {
-                    assert!(!taken, "{before} +{ms}");
-                    assert_eq!(wait, Duration::from_millis(wait_ms), "{before} +{ms}");
-                }
-            }
-        }
-        let zero = LimitPolicy {
-            rate_per_s: 0.0,
-            burst: 1,
-        };
-        let (_, r) = take_one(
-            Bucket {
-                tokens: 0.0,
-                updated: t0,
-            },
-            zero,
-            t0,
-        );
-        assert_eq!(r, Err(Duration::from_millis(ZERO_RATE_WAIT_MS)));
-    }
-
-    #[test]
-    fn charge_and_whole_tokens_table() {
-        let t0 = Instant::now();
-        // (tokens before, charged, tokens after, whole tokens after)
-        let rows: [(f64, u32, f64, u32); 6] = [
-            (4.0, 0, 4.0, 4),
-            (4.0, 1, 3.0, 3),
-            (4.0, 4, 0.0, 0),
-            (3.5, 1, 2.5, 2),
-            (1.0, 3, -2.0, 0),
-            (0.0, 100, -4.0, 0),
-        ];
-        for (before, n, after, whole) in rows {
-            let b = charge(
-                Bucket {
-                    tokens: before,
-                    updated: t0,
-                },
-                POLICY,
-                n,
-                t0,
-            );
-            assert!(
-                (b.tokens - after).abs() < 1e-9,
-                "{before} - {n}: {}",
-                b.tokens
-            );
-            assert_eq!(whole_tokens(b), whole, "{before} - {n}");
-        }
+        assert_eq!(budget.allowance_at(at(t0, 4_000)).tenants, vec![]);
     }
 
     #[test]
