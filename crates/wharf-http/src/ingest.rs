@@ -15,7 +15,11 @@
 //! - batch decided: 200 `{"correlation_id", "acknowledged_sequence", "results": [{"index",
 //!   "outcome", "reason", "event_id"?, "producer_sequence"?, "original"?}]}`;
 //! - not decided: `{"code", "reason", "correlation_id"}` with 401 (`WWW-Authenticate: Bearer`),
-//!   413, 429 (`Retry-After`) or 503.
+//!   413, 429 (`Retry-After`) or 503. Both endpoints answer a limited request the same way:
+//!   429 `identity-limited` with `Retry-After`. A batch costs the identity limiter one token per
+//!   envelope, so it is 429 when the bucket cannot cover all of it (nothing decided, nothing
+//!   spent), and 413 `batch-over-burst` when it holds more envelopes than the burst, which no
+//!   wait can cover (see `wharf::inbox`).
 //!
 //! The peer is the TCP peer (serve with `into_make_service_with_connect_info::<SocketAddr>()`).
 //! `X-Forwarded-For` is not trusted: behind a proxy every client shares the proxy's bucket, so

@@ -337,3 +337,83 @@ async fn batch_and_single_envelopes_per_second_over_http() {
         "ingest over HTTP: batch {batch_rate:.0} envelopes/s, single {single_rate:.0} envelopes/s (one producer, one stream)"
     );
 }
+
+#[tokio::test]
+async fn a_batch_pays_per_envelope_and_is_limited_like_a_single_envelope() {
+    // Three envelopes, then one an hour.
+    let server = start(InboxConfig {
+        identity_limit: LimitPolicy {
+            rate_per_s: 1.0 / 3600.0,
+            burst: 3,
+        },
+        ..open()
+    })
+    .await;
+    let producer = producer(&server, 1);
+    let single_url = format!(
+        "{}/v1/tenants/{TENANT}/projects/{PROJECT}/envelopes",
+        server.base
+    );
+    let batch_url = format!("{single_url}:batch");
+    let bodies: Vec<String> = (0..4)
+        .map(|n| {
+            let envelope = producer
+                .envelope("sync_cursor", cursor_payload(n), None)
+                .unwrap();
+            String::from_utf8(envelope.to_canonical_json().unwrap()).unwrap()
+        })
+        .collect();
+    let batch = |bodies: &[String]| format!("{{\"envelopes\":[{}]}}", bodies.join(","));
+    let post = |url: &str, body: String| {
+        http()
+            .post(url)
+            .bearer_auth(&server.token)
+            .body(body)
+            .send()
+    };
+    let identities = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM wharf.inbox_identities")
+            .fetch_one(&server.db.pool)
+            .await
+            .unwrap()
+    };
+
+    // Four envelopes never fit a burst of three: 413, nothing to retry.
+    let response = post(&batch_url, batch(&bodies)).await.unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+    assert!(response.headers().get("retry-after").is_none());
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        (body["code"].as_str(), body["reason"].as_str()),
+        (Some("payload-too-large"), Some("batch-over-burst"))
+    );
+
+    // One single envelope leaves two tokens; a batch of three is then refused whole, with the
+    // single endpoint's status, shape and Retry-After, and nothing is stored.
+    let response = post(&single_url, bodies[0].clone()).await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let limited_batch = post(&batch_url, batch(&bodies[1..4])).await.unwrap();
+    assert_eq!(identities().await, 1);
+    // The batch of exactly two passes and spends both tokens: the next single envelope waits.
+    let response = post(&batch_url, batch(&bodies[1..3])).await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["results"].as_array().unwrap().len(), 2);
+    assert_eq!(body["acknowledged_sequence"], 3);
+    let limited_single = post(&single_url, bodies[3].clone()).await.unwrap();
+    for response in [limited_batch, limited_single] {
+        assert_eq!(response.status().as_u16(), 429);
+        let retry_after: u64 = response.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((3500..=3600).contains(&retry_after), "{retry_after}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(
+            (body["code"].as_str(), body["reason"].as_str()),
+            (Some("rate-limited"), Some("identity-limited"))
+        );
+    }
+    assert_eq!(identities().await, 3);
+}

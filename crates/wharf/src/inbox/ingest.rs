@@ -1,15 +1,17 @@
 //! The ingest pipeline (SPEC §3.4) behind [`Inbox::ingest`] and [`Inbox::ingest_batch`].
 //!
-//! Owns: the order of the steps and the one transaction per request. Must not know HTTP, and
+//! Owns: the order of the steps, what a request costs at the identity limiter, and the one
+//! transaction per request. Must not know HTTP, and
 //! holds no rule of its own: decoding, signatures, schemas, refusals, outcomes, reasons and the
 //! cursor walk come from `wharf_core` (its `inbox` module is the one table of outcomes), key
 //! state from [`super::keys::key_usable`], limits from [`super::limiter`], SQL from
 //! [`crate::store::inbox`].
 //!
 //! Both endpoints share one path: a single envelope is a batch of one. What differs is only the
-//! shape of the answer and that a batch does its CPU work (decoding, verification, schema
-//! validation, digests) on blocking threads, split across the machine's cores, before it takes
-//! the stream lock.
+//! shape of the answer, what the request costs at the identity limiter (one token per envelope,
+//! see the [module docs](super)), and that a batch does its CPU work (decoding, verification,
+//! schema validation, digests) on blocking threads, split across the machine's cores, before it
+//! takes the stream lock.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -26,7 +28,7 @@ use wharf_core::schema::Catalog;
 use wharf_core::sign;
 
 use super::keys::{KeyUse, key_usable};
-use super::limiter::retry_after_s;
+use super::limiter::{Denied, retry_after_s};
 use super::response::{BatchResponse, ItemResponse, Original, Response, Status};
 use super::streams::{CURSOR_WALK_ROWS_MAX, walk_cursor};
 use super::{
@@ -122,6 +124,15 @@ fn count(status: &'static str, outcome: &'static str, reason: &'static str) {
         "reason" => reason
     )
     .increment(1);
+}
+
+/// Counts a whole-request refusal and hands it back. 503 is counted where it is made
+/// ([`Inbox::unavailable`]).
+fn counted(answer: Response) -> Response {
+    if answer.status != Status::Unavailable {
+        count(answer.status.as_str(), "none", answer.reason);
+    }
+    answer
 }
 
 /// The closed batch body: `{"envelopes": [ … ]}`.
@@ -334,6 +345,7 @@ impl Inbox {
                 &correlation_id,
             )
             .await
+            .and_then(|identity| self.limit_identity(identity, 1, &correlation_id))
         {
             Ok(identity) => identity,
             Err(answer) => return answer,
@@ -401,6 +413,9 @@ impl Inbox {
             Ok(identity) => identity,
             Err(answer) => return whole(answer),
         };
+        // Only the list's shape is read here (each envelope stays raw text): the identity
+        // limiter needs its length, and reading it is CPU on a body already within its limit,
+        // not route, key, signature or database work.
         let bodies = match serde_json::from_slice::<BatchBody>(body) {
             Ok(batch)
                 if batch.envelopes.is_empty()
@@ -410,6 +425,14 @@ impl Inbox {
             }
             Ok(batch) => Ok(batch.envelopes),
             Err(_) => Err(Refusal::Payload),
+        };
+        // Step 3: one token per envelope, so a batch never outruns the per-identity rate that
+        // the same envelopes sent one by one would meet. A body that is not such a list is one
+        // refused decision and costs one token, like a single envelope.
+        let cost = bodies.as_ref().map_or(1, Vec::len);
+        let identity = match self.limit_identity(identity, cost, &correlation_id) {
+            Ok(identity) => identity,
+            Err(answer) => return whole(answer),
         };
         let bodies = match bodies {
             Ok(bodies) => bodies,
@@ -471,7 +494,7 @@ impl Inbox {
         }
     }
 
-    /// Steps 0–3 (see [`Inbox::admit_uncounted`]), with every refusal counted.
+    /// Steps 0–2 (see [`Inbox::admit_uncounted`]), with every refusal counted.
     async fn admit(
         &self,
         peer: IpAddr,
@@ -480,19 +503,14 @@ impl Inbox {
         body_bytes_max: usize,
         correlation_id: &str,
     ) -> Result<VerifiedIdentity, Response> {
-        let admitted = self
-            .admit_uncounted(peer, bearer, body_bytes, body_bytes_max, correlation_id)
-            .await;
-        // 503 is counted where it is made (`unavailable`).
-        if let Err(answer) = &admitted
-            && answer.status != Status::Unavailable
-        {
-            count(answer.status.as_str(), "none", answer.reason);
-        }
-        admitted
+        self.admit_uncounted(peer, bearer, body_bytes, body_bytes_max, correlation_id)
+            .await
+            .map_err(counted)
     }
 
-    /// Steps 0–3: body length, peer limiter, authentication, identity limiter.
+    /// Steps 0–2: body length, peer limiter, authentication. The peer limiter takes one token
+    /// per request whatever it holds: it guards the credential lookup, which a request makes
+    /// once, and it runs before the body is read.
     async fn admit_uncounted(
         &self,
         peer: IpAddr,
@@ -512,22 +530,41 @@ impl Inbox {
             });
         }
         bump(&self.counters.authentications);
-        let identity = match super::credentials::authenticate(&self.pool, bearer).await {
-            Ok(Some(identity)) => identity,
-            Ok(None) => return Err(bare(Status::Unauthenticated, "unauthenticated")),
-            Err(e) => return Err(self.unavailable(e, correlation_id.to_owned())),
-        };
+        match super::credentials::authenticate(&self.pool, bearer).await {
+            Ok(Some(identity)) => Ok(identity),
+            Ok(None) => Err(bare(Status::Unauthenticated, "unauthenticated")),
+            Err(e) => Err(self.unavailable(e, correlation_id.to_owned())),
+        }
+    }
+
+    /// Step 3: the identity limiter takes `cost` tokens (one per envelope) at once, or none.
+    /// A request the bucket cannot cover now is 429 with the wait until it can; one it can never
+    /// cover (more envelopes than the burst) is 413 `batch-over-burst`, since no wait helps and
+    /// a client told to retry would retry forever. Neither is audited, and neither spends a
+    /// token. Refusals are counted.
+    fn limit_identity(
+        &self,
+        identity: VerifiedIdentity,
+        cost: usize,
+        correlation_id: &str,
+    ) -> Result<VerifiedIdentity, Response> {
+        let bare = |status, reason| Response::bare(status, reason, correlation_id.to_owned());
         let key = IdentityKey {
             identity,
             purpose: SYNC_INGEST_PURPOSE,
         };
-        if let Err(wait) = self.identity_limiter.check(&key) {
-            return Err(Response {
-                retry_after_s: Some(retry_after_s(wait)),
+        // A batch is bounded by `batch_envelopes_max`; a count past u32 is past any burst.
+        let tokens = u32::try_from(cost).unwrap_or(u32::MAX);
+        match self.identity_limiter.take(&key, tokens) {
+            Ok(()) => Ok(key.identity),
+            Err(Denied::OverBurst) if tokens > 1 => {
+                Err(counted(bare(Status::TooLarge, "batch-over-burst")))
+            }
+            Err(denied) => Err(counted(Response {
+                retry_after_s: Some(retry_after_s(denied.wait())),
                 ..bare(Status::RateLimited, "identity-limited")
-            });
+            })),
         }
-        Ok(key.identity)
     }
 
     fn unavailable(&self, e: sqlx::Error, correlation_id: String) -> Response {

@@ -7,8 +7,9 @@
 //! 0. body length (also enforced by the HTTP layer before reading) ⇒ 413, not audited;
 //! 1. peer limiter keyed by the client address ⇒ 429, before any credential work;
 //! 2. authenticate the bearer token into a closed [`VerifiedIdentity`] ⇒ 401, not audited;
-//! 3. identity limiter keyed by (tenant, account, device, `sync-ingest`) ⇒ 429, not audited,
-//!    and no database work after authentication;
+//! 3. identity limiter keyed by (tenant, account, device, `sync-ingest`), one token per
+//!    envelope (see [Batches and the identity limiter](#batches-and-the-identity-limiter))
+//!    ⇒ 429, not audited, and no database work after authentication;
 //! 4. route: URL tenant = credential tenant = envelope tenant, URL project = envelope project;
 //! 5. keys in the verified (tenant, project) scope only, strict Ed25519 verification;
 //! 6. `schema_version == 1`, closed payload schema;
@@ -21,13 +22,29 @@
 //! Steps 4–6 need no lock, so a batch verifies every signature before it takes the stream lock
 //! and writes with one statement per table, never one round trip per envelope.
 //!
+//! # Batches and the identity limiter
+//!
+//! SPEC §3.4 names one identity limiter for `sync-ingest` and says nothing of batches, so a
+//! batch is held to the rate its envelopes would meet one by one: it costs **one token per
+//! envelope**, taken all at once or not at all. A batch the bucket cannot cover now is refused
+//! as a whole — 429 `identity-limited` with `Retry-After` (whole seconds until the bucket holds
+//! that many tokens), exactly as the single endpoint answers — before any route, key, stream or
+//! audit work, so nothing is committed, nothing is audited and no token is spent; a smaller
+//! batch may pass at once. Splitting an over-limit batch into what fits is left to the
+//! producer: a partial accept would acknowledge a prefix of a stream the producer meant as one
+//! transaction. A batch of more envelopes than the burst can never be covered, so it is refused
+//! with 413 `batch-over-burst` rather than a `Retry-After` that would never come true; the
+//! default burst is therefore the default batch maximum. A batch body that is not a list of
+//! envelopes is one refused decision and costs one token. The peer limiter (step 1) still
+//! counts requests: it guards the credential lookup, which a batch makes once.
+//!
 //! # Reasons
 //!
 //! Outcomes and reasons come from one table, `wharf_core::inbox` (its `reason` module lists
 //! them). The audit records the exact reason; a response folds the `signature-*` family into
 //! `signature`, as SPEC §3.4 asks for distinct *audit* reasons only and a producer gains nothing
 //! from learning which of its keys exist. Whole-request answers use `body-too-large`,
-//! `peer-limited`, `identity-limited`, `unauthenticated` and `database`.
+//! `batch-over-burst`, `peer-limited`, `identity-limited`, `unauthenticated` and `database`.
 //!
 //! # Quick start (server side)
 //!
@@ -102,8 +119,12 @@ pub struct InboxConfig {
     pub peer_limit: LimitPolicy,
     /// Addresses the peer limiter remembers. Default 65,536 (a few MiB).
     pub peer_keys_max: usize,
-    /// Identity limiter (step 3), per (tenant, account, device, `sync-ingest`). Default 100/s,
-    /// burst 200. A batch request counts once: batches are the cheap path.
+    /// Identity limiter (step 3), per (tenant, account, device, `sync-ingest`), in envelopes:
+    /// a batch costs one token per envelope (see the module docs). Default 100/s, burst 1,000:
+    /// the burst equals the default `batch_envelopes_max`, so a quiet producer may send one full
+    /// batch at once (a device back from a day offline sends its backlog as full batches, the
+    /// first at once, the rest at the rate); a burst below `batch_envelopes_max` makes larger
+    /// batches answer 413 `batch-over-burst`.
     pub identity_limit: LimitPolicy,
     /// Identities the identity limiter remembers. Default 65,536.
     pub identity_keys_max: usize,
@@ -129,7 +150,7 @@ impl Default for InboxConfig {
             peer_keys_max: 65_536,
             identity_limit: LimitPolicy {
                 rate_per_s: 100.0,
-                burst: 200,
+                burst: 1000,
             },
             identity_keys_max: 65_536,
             body_bytes_max: ENVELOPE_BYTES_MAX,
@@ -207,6 +228,18 @@ pub struct Inbox {
 impl Inbox {
     /// An inbox on `pool` (migrated with [`crate::migrate::run`]).
     pub fn new(pool: PgPool, config: InboxConfig) -> Inbox {
+        let identity = config.identity_limit;
+        if !identity.is_unlimited()
+            && usize::try_from(identity.burst).is_ok_and(|burst| burst < config.batch_envelopes_max)
+        {
+            // Allowed (an operator may want small bursts and producers that send small
+            // batches), but a producer that fills a batch to the maximum gets 413.
+            tracing::warn!(
+                identity_burst = identity.burst,
+                batch_envelopes_max = config.batch_envelopes_max,
+                "inbox identity burst is below the batch maximum: larger batches are refused with 413 batch-over-burst"
+            );
+        }
         Inbox {
             peer_limiter: Limiter::new(config.peer_limit, config.peer_keys_max),
             identity_limiter: Limiter::new(config.identity_limit, config.identity_keys_max),

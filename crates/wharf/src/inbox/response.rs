@@ -14,10 +14,13 @@ pub enum Status {
     /// The envelope was decided; see the outcome. Acknowledged (committed) when the outcome is an
     /// accept or `ignore-duplicate`.
     Outcome(Outcome),
-    /// The body is larger than the configured limit (413). Nothing audited: there is no verified
-    /// tenant yet when the limit is checked.
+    /// The body is larger than the configured limit (413, `body-too-large`). Nothing audited:
+    /// there is no verified tenant yet when the limit is checked. Also a batch of more
+    /// envelopes than the identity limiter's burst (413, `batch-over-burst`): no wait would let
+    /// it through, so it is not a 429; split it. Not audited, like every limiter answer.
     TooLarge,
-    /// The peer or identity limiter refused the request (429, with `retry_after_s`). Not audited.
+    /// The peer or identity limiter refused the request (429, with `retry_after_s`). Not audited;
+    /// nothing was taken from the identity's bucket, so a smaller batch may pass at once.
     RateLimited,
     /// The bearer credential is missing, malformed, unknown or revoked (401). Not audited: there
     /// is no verified tenant to audit into.
@@ -81,7 +84,8 @@ pub struct Response {
     pub status: Status,
     /// The stable reason: one of `wharf_core::inbox::reason` for a decided envelope (the
     /// `signature-*` family folded into `signature`, which the audit keeps distinct), or
-    /// `body-too-large`, `peer-limited`, `identity-limited`, `unauthenticated`, `database`.
+    /// `body-too-large`, `batch-over-burst`, `peer-limited`, `identity-limited`,
+    /// `unauthenticated`, `database`.
     pub reason: &'static str,
     /// This request's correlation id (also in its audit row).
     pub correlation_id: String,

@@ -28,9 +28,11 @@ pub struct InboxSettings {
     pub peer_burst: Option<u32>,
     /// Peer limiter: addresses remembered.
     pub peer_keys_max: Option<usize>,
-    /// Identity limiter (`sync-ingest`): requests per second per (tenant, account, device).
+    /// Identity limiter (`sync-ingest`): envelopes per second per (tenant, account, device); a
+    /// batch costs one per envelope.
     pub identity_rate_per_s: Option<f64>,
-    /// Identity limiter: burst.
+    /// Identity limiter: burst, in envelopes. Also the largest batch this limiter can ever
+    /// admit; keep it at least `batch_envelopes_max`.
     pub identity_burst: Option<u32>,
     /// Identity limiter: identities remembered.
     pub identity_keys_max: Option<usize>,

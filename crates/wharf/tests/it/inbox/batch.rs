@@ -2,24 +2,9 @@
 //! per envelope plus the acknowledged sequence.
 
 use rand::seq::SliceRandom as _;
-use serde_json::value::RawValue;
-use wharf::inbox::{BatchResponse, Outcome, Route, Status};
+use wharf::inbox::{Outcome, Status};
 
 use super::support::*;
-
-fn batch_body(bodies: &[Vec<u8>]) -> Vec<u8> {
-    let raws: Vec<Box<RawValue>> = bodies
-        .iter()
-        .map(|b| RawValue::from_string(String::from_utf8(b.clone()).unwrap()).unwrap())
-        .collect();
-    serde_json::to_vec(&serde_json::json!({ "envelopes": raws })).unwrap()
-}
-
-async fn send_batch(fx: &Fx, body: &[u8]) -> BatchResponse {
-    fx.inbox
-        .ingest_batch(peer(), &fx.token, Route::new(TENANT, PROJECT), body)
-        .await
-}
 
 #[tokio::test]
 async fn a_shuffled_batch_is_decided_in_one_transaction() {
@@ -37,7 +22,7 @@ async fn a_shuffled_batch_is_decided_in_one_transaction() {
     }));
 
     let stats_before = fx.inbox.counters();
-    let answer = send_batch(&fx, &batch_body(&bodies)).await;
+    let answer = fx.send_batch(&batch_body(&bodies)).await;
     assert_eq!(answer.head.status, Status::Decided, "{:?}", answer.head);
     assert_eq!(answer.http_status(), 200);
     assert_eq!(answer.head.acknowledged_sequence, Some(300));
@@ -89,7 +74,7 @@ async fn a_shuffled_batch_is_decided_in_one_transaction() {
     );
 
     // Sending the same batch again: every accepted one is a duplicate now.
-    let again = send_batch(&fx, &batch_body(&bodies[..300])).await;
+    let again = fx.send_batch(&batch_body(&bodies[..300])).await;
     assert!(
         again
             .items
@@ -108,7 +93,7 @@ async fn a_batch_that_is_not_a_list_of_envelopes_is_one_refusal() {
         (b"{\"envelopes\": []}".to_vec(), "payload"),
     ] {
         let before = fx.counts().await;
-        let answer = send_batch(&fx, &body).await;
+        let answer = fx.send_batch(&body).await;
         assert_eq!(
             (answer.head.status, answer.head.reason),
             (Status::Outcome(Outcome::RefuseTampered), reason)
@@ -117,7 +102,7 @@ async fn a_batch_that_is_not_a_list_of_envelopes_is_one_refusal() {
         assert_eq!(fx.counts().await, before.audited(1));
     }
     let too_many = batch_body(&vec![fx.body(1); 1001]);
-    assert_eq!(send_batch(&fx, &too_many).await.head.reason, "payload");
+    assert_eq!(fx.send_batch(&too_many).await.head.reason, "payload");
     assert_eq!(fx.counts().await.identities, 0);
 }
 
@@ -127,7 +112,9 @@ async fn a_batch_in_order_walks_the_cursor_item_by_item() {
     // 3 is retained beyond a gap; the batch fills 2 (in order), then 4 continues the run.
     assert!(fx.send(&fx.body(1)).await.is_acknowledged());
     assert_eq!(fx.send(&fx.body(3)).await.reason, "gap");
-    let answer = send_batch(&fx, &batch_body(&[fx.body(2), fx.body(4), fx.body(6)])).await;
+    let answer = fx
+        .send_batch(&batch_body(&[fx.body(2), fx.body(4), fx.body(6)]))
+        .await;
     let reasons: Vec<&str> = answer.items.iter().map(|i| i.reason).collect();
     assert_eq!(reasons, vec!["in-order", "in-order", "gap"]);
     assert_eq!(answer.head.acknowledged_sequence, Some(4));

@@ -5,10 +5,11 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use ed25519_dalek::SigningKey;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use wharf::core::envelope::{Envelope, Integrity};
-use wharf::inbox::{self, Inbox, InboxConfig, LimitPolicy, Response, Route};
+use wharf::inbox::{self, BatchResponse, Inbox, InboxConfig, LimitPolicy, Response, Route};
 use wharf_testkit::TestDb;
 
 pub const TENANT: &str = "acme";
@@ -132,6 +133,13 @@ impl Fx {
             .await
     }
 
+    /// Sends a batch body ([`batch_body`]) to the batch endpoint.
+    pub async fn send_batch(&self, body: &[u8]) -> BatchResponse {
+        self.inbox
+            .ingest_batch(peer(), &self.token, Route::new(TENANT, PROJECT), body)
+            .await
+    }
+
     pub async fn counts(&self) -> Counts {
         counts(self.pool()).await
     }
@@ -213,6 +221,15 @@ pub async fn last_audit(pool: &PgPool) -> (String, String, Option<String>, Optio
     .fetch_one(pool)
     .await
     .unwrap()
+}
+
+/// The batch body `{"envelopes": [ … ]}` of these wire bodies, each kept byte for byte.
+pub fn batch_body(bodies: &[Vec<u8>]) -> Vec<u8> {
+    let raws: Vec<Box<RawValue>> = bodies
+        .iter()
+        .map(|b| RawValue::from_string(String::from_utf8(b.clone()).unwrap()).unwrap())
+        .collect();
+    serde_json::to_vec(&json!({ "envelopes": raws })).unwrap()
 }
 
 /// Replaces a JSON member of a wire body and returns the new body (no re-signing).
