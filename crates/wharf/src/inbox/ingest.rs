@@ -1,11 +1,11 @@
 //! The ingest pipeline (SPEC §3.4) behind [`Inbox::ingest`] and [`Inbox::ingest_batch`].
 //!
 //! Owns: the order of the steps, what a request costs at the identity limiter, and the one
-//! transaction per request. Must not know HTTP, and
-//! holds no rule of its own: decoding, signatures, schemas, refusals, outcomes, reasons and the
-//! cursor walk come from `wharf_core` (its `inbox` module is the one table of outcomes), key
-//! state from [`super::keys::key_usable`], limits from [`super::limiter`], SQL from
-//! [`crate::store::inbox`].
+//! transaction per request. Must not know HTTP, and holds no rule of its own: signatures,
+//! schemas, refusals, outcomes, reasons and the cursor walk come from `wharf_core` (its `inbox`
+//! module is the one table of outcomes), decoding and the envelope's route from
+//! [`super::decode`], key state from [`super::keys::key_usable`], limits from
+//! [`super::limiter`], SQL from [`crate::store::inbox`].
 //!
 //! Both endpoints share one path: a single envelope is a batch of one. What differs is only the
 //! shape of the answer, what the request costs at the identity limiter (one token per envelope,
@@ -20,13 +20,13 @@ use std::sync::Arc;
 use ed25519_dalek::VerifyingKey;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use wharf_core::envelope::{Envelope, decode_envelope, is_identity};
+use wharf_core::envelope::{Envelope, is_identity};
 use wharf_core::inbox::{
     self as rules, Decision, Found, Incoming, Outcome, Refusal, StreamState, advance_cursor,
 };
 use wharf_core::schema::Catalog;
-use wharf_core::sign;
 
+use super::decode::{self, Decoded, VerifiedRoute};
 use super::keys::{KeyUse, key_usable};
 use super::limiter::{Denied, retry_after_s};
 use super::response::{BatchResponse, ItemResponse, Original, Response, Status};
@@ -45,7 +45,7 @@ const BLOCKING_ENVELOPES_MIN: usize = 16;
 /// One envelope's way through the pipeline.
 enum Item {
     /// Decoded and routed; waiting for its key.
-    Decoded(Box<Envelope>),
+    Decoded(Box<Decoded>),
     /// Verified and valid; waiting for the stream decision.
     Candidate(Box<Candidate>),
     /// Decided: refused before the lock, or decided on the stream.
@@ -81,10 +81,10 @@ impl Item {
     fn done(self) -> Done {
         match self {
             Item::Done(done) => done,
-            Item::Decoded(e) => Done {
+            Item::Decoded(d) => Done {
                 decision: Refusal::Payload.decision(),
-                event_id: Some(e.event_id.clone()),
-                sequence: Some(e.producer_sequence),
+                event_id: Some(d.envelope.event_id.clone()),
+                sequence: Some(d.envelope.producer_sequence),
                 original: None,
             },
             Item::Candidate(c) => Done {
@@ -142,42 +142,25 @@ struct BatchBody {
     envelopes: Vec<Box<RawValue>>,
 }
 
-/// Step 4 (the envelope half) and decoding: an envelope whose route matches, or a refusal.
-fn decode_and_route(identity: &VerifiedIdentity, route: &Route, body: &[u8]) -> Item {
-    let envelope = match decode_envelope(body) {
-        Ok(envelope) => envelope,
-        Err(e) => {
-            // The detailed reason (float, unknown-field, …) helps whoever debugs a producer; the
-            // audit keeps the pipeline's reason from the one table.
-            tracing::debug!(
-                detail = e.reason(),
-                field = e.field(),
-                "envelope refused at decoding"
-            );
-            return Item::refused(rules::refusal_for_envelope_error(&e), None);
-        }
-    };
-    if let Err(refusal) = rules::check_route(
-        &route.tenant,
-        &route.project,
-        identity.tenant(),
-        &envelope.tenant_id,
-        &envelope.project_id,
-    ) {
-        return Item::refused(refusal, Some(&envelope));
+/// Step 4 (the envelope half) and decoding: an envelope whose route matches, or a refusal
+/// ([`decode::decode_and_route`] says which when both fail).
+fn decode_and_route(route: VerifiedRoute<'_>, body: &[u8]) -> Item {
+    match decode::decode_and_route(route, body) {
+        Ok(decoded) => Item::Decoded(Box::new(decoded)),
+        Err(undecoded) => Item::refused(undecoded.refusal, undecoded.envelope.as_deref()),
     }
-    Item::Decoded(Box::new(envelope))
 }
 
 /// Steps 5 and 6 for one decoded envelope, given the keys found in the verified scope.
 fn verify_and_validate(
-    envelope: Envelope,
+    decoded: Decoded,
     keys: &HashMap<String, VerifyKeyRow>,
     catalog: &Catalog,
 ) -> Item {
     let refused = |refusal: Refusal, envelope: &Envelope| Item::refused(refusal, Some(envelope));
+    let envelope = &decoded.envelope;
     let Some(key) = keys.get(&envelope.integrity.key_id) else {
-        return refused(Refusal::SignatureUnknownKey, &envelope);
+        return refused(Refusal::SignatureUnknownKey, envelope);
     };
     match key_usable(
         &key.state,
@@ -186,35 +169,36 @@ fn verify_and_validate(
         key.now,
     ) {
         KeyUse::Usable => {}
-        KeyUse::Revoked => return refused(Refusal::SignatureRevokedKey, &envelope),
-        KeyUse::RetiredPastWindow => return refused(Refusal::SignatureRetiredKey, &envelope),
+        KeyUse::Revoked => return refused(Refusal::SignatureRevokedKey, envelope),
+        KeyUse::RetiredPastWindow => return refused(Refusal::SignatureRetiredKey, envelope),
     }
     let Some(verifying) = <[u8; 32]>::try_from(key.public_key.as_slice())
         .ok()
         .and_then(|bytes| VerifyingKey::from_bytes(&bytes).ok())
     else {
         // The table only holds keys that parsed when added; treat a broken row as unknown.
-        return refused(Refusal::SignatureUnknownKey, &envelope);
+        return refused(Refusal::SignatureUnknownKey, envelope);
     };
-    if let Err(e) = sign::verify(&envelope, &verifying) {
-        return refused(rules::refusal_for_signature_error(&e), &envelope);
+    if let Err(refusal) = decode::verify(&decoded, &verifying) {
+        return refused(refusal, envelope);
     }
+    // A version above i64 decoded as a stand-in that is not 1, so it is refused here.
     if let Err(refusal) = rules::check_schema_version(envelope.schema_version) {
-        return refused(refusal, &envelope);
+        return refused(refusal, envelope);
     }
     if let Err(e) = catalog.validate(&envelope.event_type, &envelope.payload) {
-        return refused(rules::refusal_for_schema_error(&e), &envelope);
+        return refused(rules::refusal_for_schema_error(&e), envelope);
     }
     let (Ok(digest), Ok(payload)) = (envelope.content_digest(), envelope.payload_canonical())
     else {
         // A decoded envelope always has a canonical form; refuse rather than panic if not.
-        return refused(Refusal::Payload, &envelope);
+        return refused(Refusal::Payload, envelope);
     };
     let Ok(payload_text) = String::from_utf8(payload) else {
-        return refused(Refusal::Payload, &envelope);
+        return refused(Refusal::Payload, envelope);
     };
     Item::Candidate(Box::new(Candidate {
-        envelope,
+        envelope: decoded.envelope,
         digest,
         payload_text,
     }))
@@ -589,9 +573,13 @@ impl Inbox {
             && is_identity(&route.tenant)
             && is_identity(&route.project);
         let items: Vec<Item> = if route_ok {
-            let (identity, route) = (identity.clone(), route.clone());
+            let route = route.clone();
             cpu_map(bodies, move |body| {
-                decode_and_route(&identity, &route, &body)
+                let verified = VerifiedRoute {
+                    tenant: &route.tenant,
+                    project: &route.project,
+                };
+                decode_and_route(verified, &body)
             })
             .await
         } else {
@@ -605,7 +593,7 @@ impl Inbox {
         let mut key_ids: Vec<&str> = items
             .iter()
             .filter_map(|item| match item {
-                Item::Decoded(e) => Some(e.integrity.key_id.as_str()),
+                Item::Decoded(d) => Some(d.envelope.integrity.key_id.as_str()),
                 _ => None,
             })
             .collect();
@@ -626,7 +614,7 @@ impl Inbox {
         let keys = Arc::new(keys);
         let catalog = Arc::clone(&self.config.catalog);
         let items = cpu_map(items, move |item| match item {
-            Item::Decoded(envelope) => verify_and_validate(*envelope, &keys, &catalog),
+            Item::Decoded(decoded) => verify_and_validate(*decoded, &keys, &catalog),
             other => other,
         })
         .await;

@@ -10,9 +10,12 @@
 //! 3. identity limiter keyed by (tenant, account, device, `sync-ingest`), one token per
 //!    envelope (see [Batches and the identity limiter](#batches-and-the-identity-limiter))
 //!    ⇒ 429, not audited, and no database work after authentication;
-//! 4. route: URL tenant = credential tenant = envelope tenant, URL project = envelope project;
+//! 4. route: URL tenant = credential tenant = envelope tenant, URL project = envelope project.
+//!    An envelope whose route can be read is refused as `route` even when it also fails to
+//!    decode (see `decode.rs` for when the route can be read);
 //! 5. keys in the verified (tenant, project) scope only, strict Ed25519 verification;
-//! 6. `schema_version == 1`, closed payload schema;
+//! 6. `schema_version == 1` — any other version, one above `i64` included, is
+//!    `refuse-incompatible` once its signature verifies — and the closed payload schema;
 //! 7. lock the stream (tenant, project, producer = device or account) and decide
 //!    (`wharf_core::inbox::decide`) against retained identities, the replay floor and the
 //!    cursor;
@@ -68,6 +71,7 @@
 //! `wharf-http`.
 
 mod credentials;
+mod decode;
 mod error;
 mod ingest;
 mod keys;

@@ -145,6 +145,54 @@ async fn bad_inputs_write_only_their_audit_row() {
             }),
             "payload",
         ),
+        // Step 4 before decoding: a body for another tenant or project is `route` even when it
+        // would also fail to decode, as long as its route can be read.
+        (
+            "route: other tenant and an unknown field",
+            edit(&good, |v| {
+                v["tenant_id"] = "globex".into();
+                v["extra"] = 1.into();
+            }),
+            "route",
+        ),
+        (
+            "route: other project and a float in the payload",
+            edit(&good, |v| {
+                v["project_id"] = "api".into();
+                v["payload"]["n"] = json!(1.5);
+            }),
+            "route",
+        ),
+        (
+            "route: other tenant and a missing field",
+            edit(&good, |v| {
+                v["tenant_id"] = "globex".into();
+                v.as_object_mut().unwrap().remove("occurred_at");
+            }),
+            "route",
+        ),
+        (
+            "route: other tenant and a signature that is not base64",
+            edit(&good, |v| {
+                v["tenant_id"] = "globex".into();
+                v["integrity"]["signature"] = "not base64!".into();
+            }),
+            "route",
+        ),
+        // A repeated tenant has no route to read (readers disagree on which one wins): the
+        // decoding refusal answers.
+        (
+            "repeated tenant: no route to read",
+            String::from_utf8(good.clone())
+                .unwrap()
+                .replacen(
+                    "\"tenant_id\":\"acme\"",
+                    "\"tenant_id\":\"globex\",\"tenant_id\":\"acme\"",
+                    1,
+                )
+                .into_bytes(),
+            "payload",
+        ),
         ("payload at depth", fx.signed(&deep), "payload"),
         ("payload array bound", fx.signed(&too_many), "payload"),
     ];
@@ -231,6 +279,105 @@ async fn bad_inputs_write_only_their_audit_row() {
         .unwrap();
     assert_eq!(fx.send(&good).await.status, Status::Unauthenticated);
     assert_eq!(fx.counts().await, before);
+}
+
+/// `body` with its `schema_version` set to `version` (JSON integer text), signed over exactly
+/// that by `key`, as a producer whose model holds any integer would sign it. Beyond u64 nothing
+/// is canonical, so the text itself is signed (nothing can verify it).
+fn signed_with_version(fx: &Fx, key: &SigningKey, seq: u64, version: &str) -> Vec<u8> {
+    let mut envelope = fx.envelope(seq);
+    envelope.integrity.algorithm = "Ed25519".into();
+    envelope.integrity.key_id = fx.key_id.clone();
+    let text = serde_json::to_string(&envelope.to_value())
+        .unwrap()
+        .replace(
+            "\"schema_version\":1",
+            &format!("\"schema_version\":{version}"),
+        );
+    let signing = wharf::core::canonical::canonicalize(text.as_bytes())
+        .unwrap_or_else(|_| text.clone().into_bytes());
+    use ed25519_dalek::Signer as _;
+    let signature = base64::engine::general_purpose::STANDARD.encode(key.sign(&signing).to_bytes());
+    text.replace(
+        "\"signature\":\"\"",
+        &format!("\"signature\":\"{signature}\""),
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn a_schema_version_above_i64_is_incompatible_once_its_signature_verifies() {
+    let fx = Fx::new().await;
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+    let stranger = SigningKey::from_bytes(&[9; 32]);
+    // SPEC §3.4 step 6: any version but 1 is refuse-incompatible, after step 5. The envelope
+    // model holds an i64, so i64::MAX + 1 ..= u64::MAX are checked against the bytes as sent.
+    // Beyond u64 (and below i64) no integer is canonical anywhere in an envelope, so no
+    // signature over one can be checked: refused at decoding as `payload`.
+    let rows: [(&str, Vec<u8>, Outcome, &str); 6] = [
+        (
+            "2",
+            signed_with_version(&fx, &fx.key, 2, "2"),
+            Outcome::RefuseIncompatible,
+            "schema",
+        ),
+        (
+            "i64::MAX + 1",
+            signed_with_version(&fx, &fx.key, 2, "9223372036854775808"),
+            Outcome::RefuseIncompatible,
+            "schema",
+        ),
+        (
+            "u64::MAX",
+            signed_with_version(&fx, &fx.key, 2, "18446744073709551615"),
+            Outcome::RefuseIncompatible,
+            "schema",
+        ),
+        (
+            "u64::MAX, signed by a stranger under our key id",
+            signed_with_version(&fx, &stranger, 2, "18446744073709551615"),
+            Outcome::RefuseTampered,
+            "signature-invalid",
+        ),
+        (
+            "u64::MAX + 1",
+            signed_with_version(&fx, &fx.key, 2, "18446744073709551616"),
+            Outcome::RefuseTampered,
+            "payload",
+        ),
+        (
+            "i64::MIN - 1",
+            signed_with_version(&fx, &fx.key, 2, "-9223372036854775809"),
+            Outcome::RefuseTampered,
+            "payload",
+        ),
+    ];
+    for (name, body, outcome, reason) in rows {
+        let before = fx.counts().await;
+        let answer = fx.send(&body).await;
+        assert_eq!(
+            (answer.status, answer.reason),
+            (Status::Outcome(outcome), answered(reason)),
+            "{name}"
+        );
+        assert_eq!(answer.status.http_status(), 422, "{name}");
+        assert_eq!(answer.acknowledged_sequence, Some(1), "{name}");
+        assert_eq!(
+            fx.counts().await,
+            before.audited(1),
+            "{name}: nothing stored"
+        );
+        let (audited_outcome, audited_reason, event_digest, _) = last_audit(fx.pool()).await;
+        assert_eq!(
+            (audited_outcome.as_str(), audited_reason.as_str()),
+            (outcome.as_str(), reason),
+            "{name}"
+        );
+        // A version the model holds only as a stand-in still decoded: its event id is audited.
+        assert_eq!(event_digest.is_some(), reason != "payload", "{name}");
+    }
+    // The producer can still send sequence 2 as version 1.
+    assert!(fx.send(&fx.body(2)).await.is_acknowledged());
 }
 
 #[tokio::test]
