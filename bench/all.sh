@@ -13,6 +13,8 @@
 #   --backlogs LIST  backlog sweep sizes [10000,1000000]; 10000000 works too, but its prefill
 #                    takes about 10 minutes and ~6 GiB of disk on this machine
 #   --wharf PATH     the wharf binary [target/release/wharf]
+#   --baseline PATH  an earlier wharf binary (e.g. built from the commit before a change): adds
+#                    a before/after step, the same drain run A-B-A-B with both binaries
 #   --quick          seconds instead of minutes per step: checks the script, measures nothing
 #
 # Database: as bench/compare.sh — $DATABASE_URL, or wharf's embedded cluster under
@@ -26,6 +28,7 @@ n=20000
 rounds=5
 backlogs=10000,1000000
 wharf="$root/target/release/wharf"
+baseline=""
 csec=10      # pgbench seconds per ceiling measurement
 lsec=30      # measured seconds per latency run
 lruns=3      # latency and inbox runs
@@ -37,6 +40,7 @@ while [[ $# -gt 0 ]]; do
         --rounds) rounds="${2:?}"; shift 2 ;;
         --backlogs) backlogs="${2:?}"; shift 2 ;;
         --wharf) wharf="${2:?}"; shift 2 ;;
+        --baseline) baseline="${2:?}"; shift 2 ;;
         --quick) csec=1; lsec=2; lruns=1; envelopes=500; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "all.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -94,6 +98,16 @@ say "machine"
         -c "SELECT 'fsync=' || current_setting('fsync') || ' synchronous_commit=' || current_setting('synchronous_commit') || ' shared_buffers=' || current_setting('shared_buffers') || ' wal_level=' || current_setting('wal_level')"
 } >"$out/machine.txt"
 
+if [[ -n "$baseline" ]]; then
+    [[ -x "$baseline" ]] || { echo "all.sh: no baseline binary at $baseline" >&2; exit 2; }
+    # Before/after of a change: one drain each, alternating, so both see the same noise.
+    for round in $(seq 1 "$rounds"); do
+        run "before-after-$round-before" "$baseline" bench outbox --n "$n" --workers 10 --runs 1 \
+            --ceiling-seconds 0 --json
+        run "before-after-$round-after" "$wharf" bench outbox --n "$n" --workers 10 --runs 1 \
+            --ceiling-seconds 0 --json
+    done
+fi
 run ceiling "$wharf" bench ceiling --clients 10,32 --seconds "$csec" --runs "$lruns" --json
 run compare-w10 "$here/compare.sh" --n "$n" --workers 10 --rounds "$rounds" --ceiling-seconds "$csec" \
     --out "$out/compare-w10.jsonl"

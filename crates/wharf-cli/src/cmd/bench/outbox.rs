@@ -147,6 +147,10 @@ pub struct OutboxArgs {
     /// ExecutorConfig::claim_scan_max.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     claim_scan: u32,
+    /// ExecutorConfig::claim_ahead_max: claimed actions held beyond the running ones, per
+    /// executor (0: a slot waits for the next claim).
+    #[arg(long, default_value_t = ExecutorConfig::default().claim_ahead_max, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    claim_ahead: u32,
     /// ExecutorConfig::completion_batch_max.
     #[arg(long, default_value_t = CLAIM_BATCH_LIMIT, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     completion_batch: u32,
@@ -690,6 +694,7 @@ async fn drain(bench: &Bench, target: u64) -> anyhow::Result<Drained> {
     config.concurrency_max = (args.workers / args.executors).max(1);
     config.per_kind_concurrency_max = config.concurrency_max;
     config.completion_batch_max = args.completion_batch;
+    config.claim_ahead_max = args.claim_ahead;
     config.notify = args.notify.on();
     let executors = bench
         .pools
@@ -858,6 +863,7 @@ fn row_json(
         "n": args.n, "workers": args.workers, "executors": args.executors, "lanes": args.lanes,
         "enqueue_batch": args.enqueue_batch, "enqueue_connections": args.enqueue_connections,
         "claim_batch": args.claim_batch, "claim_scan": args.claim_scan,
+        "claim_ahead": args.claim_ahead,
         "completion_batch": args.completion_batch, "notify": args.notify.on(),
         "backlog": backlog, "backlog_lanes": args.backlog_lanes,
         "backlog_due": !args.backlog_not_due,
@@ -924,7 +930,8 @@ fn summary_json(bench: &Bench, rows: &[Value], machine: &Machine) -> Value {
         "version": env!("CARGO_PKG_VERSION"),
         "n": args.n, "workers": args.workers, "executors": args.executors, "lanes": args.lanes,
         "enqueue_batch": args.enqueue_batch, "claim_batch": args.claim_batch,
-        "claim_scan": args.claim_scan, "completion_batch": args.completion_batch,
+        "claim_scan": args.claim_scan, "claim_ahead": args.claim_ahead,
+        "completion_batch": args.completion_batch,
         "notify": args.notify.on(), "backlog_lanes": args.backlog_lanes,
         "enqueue_per_second": median(&field(rows, &["enqueue_per_second"])),
         "jobs_per_second": median(&field(rows, &["jobs_per_second"])),
@@ -964,7 +971,7 @@ fn ceiling_cells(row: &Value, header: &mut Vec<String>, cells: &mut Vec<String>)
 fn print_plain(bench: &Bench, rows: &[Value], summary: &Value, machine: &Machine) {
     let args = &bench.args;
     println!(
-        "wharf bench outbox  n={} workers={} executors={} lanes={} claim_batch={} completion_batch={} notify={}  ({} runs)",
+        "wharf bench outbox  n={} workers={} executors={} lanes={} claim_batch={} claim_ahead={} completion_batch={} notify={}  ({} runs)",
         args.n,
         args.workers,
         args.executors,
@@ -974,6 +981,7 @@ fn print_plain(bench: &Bench, rows: &[Value], summary: &Value, machine: &Machine
             args.lanes.to_string()
         },
         args.claim_batch,
+        args.claim_ahead,
         args.completion_batch,
         if args.notify.on() { "on" } else { "off" },
         rows.len()
