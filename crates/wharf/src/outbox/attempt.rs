@@ -194,15 +194,11 @@ impl Fence<'_> {
         };
         let answer = match batched {
             Some(answer) => answer,
-            None => store::outbox::begin_write(
-                &a.pool,
-                a.action_id,
-                a.epoch,
-                a.fence_margin_ms,
-                a.now,
-            )
-            .await
-            .map_err(Arc::new),
+            None => {
+                store::outbox::begin_write(&a.pool, a.action_id, a.epoch, a.fence_margin_ms, a.now)
+                    .await
+                    .map_err(Arc::new)
+            }
         };
         let passed = match answer {
             Ok(passed) => passed,

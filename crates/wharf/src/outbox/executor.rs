@@ -510,14 +510,25 @@ impl Executor {
                         // loop waiting for a claim that never finishes.
                         let claim = this.claim_beside(want, allowances, caps, tx.clone());
                         if AssertUnwindSafe(claim).catch_unwind().await.is_err() {
-                            tracing::error!("outbox claim panicked; its actions come back when their leases expire");
-                            let _ = tx.send(ClaimEvent::Finished { again: false, empty: true }).await;
+                            tracing::error!(
+                                "outbox claim panicked; its actions come back when their leases expire"
+                            );
+                            let _ = tx
+                                .send(ClaimEvent::Finished {
+                                    again: false,
+                                    empty: true,
+                                })
+                                .await;
                         }
                     });
                 }
             }
 
-            let sleep_ms = if in_hand > 0 { c.poll_interval_ms_min } else { idle_ms };
+            let sleep_ms = if in_hand > 0 {
+                c.poll_interval_ms_min
+            } else {
+                idle_ms
+            };
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = inner.wake.notified() => hinted = true,

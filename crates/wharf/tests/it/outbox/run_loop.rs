@@ -117,7 +117,12 @@ async fn enqueue_lanes(pool: &PgPool, registry: &Registry, n: usize) -> Vec<i64>
     ids
 }
 
-fn start(executor: &Executor) -> (oneshot::Sender<()>, JoinHandle<Result<(), wharf::outbox::Error>>) {
+fn start(
+    executor: &Executor,
+) -> (
+    oneshot::Sender<()>,
+    JoinHandle<Result<(), wharf::outbox::Error>>,
+) {
     let (stop, stopped) = oneshot::channel::<()>();
     let executor = executor.clone();
     let running = tokio::spawn(async move {
@@ -187,12 +192,11 @@ async fn fences_asked_together_are_decided_row_by_row() {
             assert_eq!((v.state, v.attempt), (ActionState::Done, 1));
         }
     }
-    let started: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM wharf.action WHERE write_started_at IS NOT NULL",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let started: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM wharf.action WHERE write_started_at IS NOT NULL")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
     assert_eq!(started, 7);
 }
 
@@ -266,13 +270,16 @@ async fn an_action_held_too_long_for_a_slot_is_given_back_unrun() {
 
     // The held action waits past its bound while the first still runs: it is given back
     // (ADMITTED, no attempt counted) and claimed again before it ever starts.
-    until("a held action was given back and claimed again", async || {
-        let epoch: i64 = sqlx::query_scalar("SELECT max(epoch) FROM wharf.action")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-        epoch >= 2
-    })
+    until(
+        "a held action was given back and claimed again",
+        async || {
+            let epoch: i64 = sqlx::query_scalar("SELECT max(epoch) FROM wharf.action")
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+            epoch >= 2
+        },
+    )
     .await;
     assert_eq!(gated.arrived.load(Ordering::SeqCst), 1);
     gated.open(2);
