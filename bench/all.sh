@@ -100,10 +100,16 @@ say "machine"
 
 if [[ -n "$baseline" ]]; then
     [[ -x "$baseline" ]] || { echo "all.sh: no baseline binary at $baseline" >&2; exit 2; }
-    # Before/after of a change: one drain each, alternating, so both see the same noise.
+    # Before/after of a change: one drain each, alternating, so both see the same noise. The
+    # baseline gets a database of its own on the same server: it may predate a migration, and
+    # refuses a schema newer than itself.
+    base_url="${DATABASE_URL%/*}/wharf_bench_baseline"
+    psql "${DATABASE_URL%/*}/postgres" -X -q -At -c \
+        "SELECT 1 FROM pg_database WHERE datname = 'wharf_bench_baseline'" | grep -q 1 \
+        || psql "${DATABASE_URL%/*}/postgres" -X -q -c "CREATE DATABASE wharf_bench_baseline"
     for round in $(seq 1 "$rounds"); do
-        run "before-after-$round-before" "$baseline" bench outbox --n "$n" --workers 10 --runs 1 \
-            --ceiling-seconds 0 --json
+        run "before-after-$round-before" env DATABASE_URL="$base_url" "$baseline" bench outbox \
+            --n "$n" --workers 10 --runs 1 --ceiling-seconds 0 --json
         run "before-after-$round-after" "$wharf" bench outbox --n "$n" --workers 10 --runs 1 \
             --ceiling-seconds 0 --json
     done

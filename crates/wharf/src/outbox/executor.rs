@@ -473,6 +473,10 @@ impl Executor {
         // last claim was full. Without one, an empty claim is followed by backing off.
         let mut hinted = true;
         let mut last_empty = false;
+        // A short claim is followed by a demotion at most once per short poll interval: at a
+        // trickle every claim is short, and a demotion after each would double the statements
+        // on the path of the next action without uncovering anything.
+        let mut last_demotion: Option<Instant> = None;
         loop {
             while tasks.try_join_next().is_some() {}
             self.dispatch(&mut ready, &mut tasks, &done_tx, &fences)
@@ -481,11 +485,14 @@ impl Executor {
             let running = c.concurrency_max - inner.global.available_permits() as u32;
             let in_hand = running + ready.len() as u32;
             let want = hand_max.saturating_sub(in_hand).min(c.claim_batch_max);
-            let worth_it = if last_empty {
+            let worth_it = if !ready.is_empty() {
+                // Work is in hand: refill only by a worthwhile batch. Many small claims cost a
+                // statement each, and on a busy server statements are what slows every
+                // attempt down.
+                want >= claim_threshold
+            } else if last_empty {
                 hinted || last_claim.elapsed() >= interval(idle_ms)
             } else {
-                // While attempts run, wait until a worthwhile batch is free (or the short poll
-                // interval passed): many one-row claims cost a statement each.
                 hinted
                     || want >= claim_threshold
                     || in_hand == 0
@@ -504,11 +511,17 @@ impl Executor {
                     claiming = true;
                     hinted = false;
                     last_claim = Instant::now();
+                    let may_demote = last_demotion
+                        .is_none_or(|at| at.elapsed() >= interval(c.poll_interval_ms_min));
+                    if may_demote {
+                        last_demotion = Some(last_claim);
+                    }
                     let (this, tx) = (self.clone(), claim_tx.clone());
                     tokio::spawn(async move {
                         // An adapter's `claimed` runs inside; a panic there must not leave the
                         // loop waiting for a claim that never finishes.
-                        let claim = this.claim_beside(want, allowances, caps, tx.clone());
+                        let claim =
+                            this.claim_beside(want, allowances, caps, may_demote, tx.clone());
                         if AssertUnwindSafe(claim).catch_unwind().await.is_err() {
                             tracing::error!(
                                 "outbox claim panicked; its actions come back when their leases expire"
@@ -644,13 +657,14 @@ impl Executor {
     }
 
     /// One claim for `run`, beside its loop: the rows go to the loop as soon as the claim
-    /// statement answers; a short claim is then followed by a demotion, and the loop is told
-    /// whether to look again at once.
+    /// statement answers; a short claim is then followed by a demotion (if `may_demote`), and
+    /// the loop is told whether to look again at once.
     async fn claim_beside(
         &self,
         want: u32,
         mut allowances: HashMap<&'static str, u32>,
         caps: Caps,
+        may_demote: bool,
         tx: mpsc::Sender<ClaimEvent>,
     ) {
         let started = Instant::now();
@@ -675,7 +689,7 @@ impl Executor {
             }
         };
         let mut again = got == want;
-        if !again {
+        if !again && may_demote {
             // Short: take the hint off rows that wait behind an earlier action of their lane;
             // if that uncovered anything, the loop looks again now.
             match store::outbox::demote(&self.inner.pool, self.inner.config.claim_scan_max, None)
