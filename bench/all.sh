@@ -82,7 +82,8 @@ run() {
     # run NAME CMD…: stdout to NAME.jsonl (or .txt), stderr to NAME.err; the human tables of the
     # wharf commands are printed again from their JSON by nobody — keep both forms for the record.
     local name="$1"; shift
-    say "$name: $*"
+    # Never print a database URL: it carries the cluster's password.
+    say "$name: $(printf '%s\n' "$*" | sed -E 's#(postgres(ql)?://[^:/@]+):[^@]*@#\1:***@#g')"
     "$@" >"$out/$name.out" 2>"$out/$name.err"
 }
 

@@ -54,6 +54,40 @@ if (ceiling) {
     );
 }
 
+// Before/after (all.sh --baseline): the same drain, alternating binaries, round by round.
+{
+    const rounds = [];
+    for (let r = 1; ; r++) {
+        const before = last(`before-after-${r}-before.out`);
+        const after = last(`before-after-${r}-after.out`);
+        if (!before || !after) break;
+        rounds.push([before, after]);
+    }
+    if (rounds.length > 0) {
+        const median = (xs) => {
+            const s = [...xs].sort((a, b) => a - b);
+            const m = Math.floor(s.length / 2);
+            return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+        };
+        const rate = (row) => row.jobs_per_second;
+        p(`### Before / after (${rounds.length} rounds, each: baseline drain then this build's)`);
+        p();
+        table(
+            ["round", "baseline jobs/s", "this build jobs/s", "after ÷ before", "fence p50 ms before → after", "actions per claim before → after"],
+            rounds.map(([b, a], i) => [
+                i + 1,
+                f(rate(b)),
+                f(rate(a)),
+                f(rate(a) / rate(b), 2),
+                `${f(b.fence_ms?.p50, 2)} → ${f(a.fence_ms?.p50, 2)}`,
+                `${f(b.actions_per_claim, 1)} → ${f(a.actions_per_claim, 1)}`,
+            ]),
+        );
+        p(`Median after ÷ before: **${f(median(rounds.map(([b, a]) => rate(a) / rate(b))), 2)}**`);
+        p();
+    }
+}
+
 // compare.sh.
 for (const [name, title] of [
     ["compare-w10.out", "workers 10, Graphile defaults"],

@@ -6,6 +6,8 @@
 //!
 //! - [`action`]: the outbox lifecycle — states, the one transition table, stop reasons, kinds.
 //! - [`backoff`]: retry delays (exponential, capped, bounded jitter).
+//! - [`bucket`]: the one token bucket behind every rate limit (inbox limiters, outbound
+//!   delivery), with debt and Retry-After arithmetic.
 //! - [`canonical`]: canonical JSON (RFC 8785 restricted to integers) and the legacy Go escaping.
 //! - [`envelope`]: the closed `controlplane/v1` envelope model and its bounded identities.
 //! - [`sign`]: Ed25519 signing and strict verification of envelopes.
