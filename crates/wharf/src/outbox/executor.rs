@@ -5,7 +5,11 @@
 //! (overall and per kind), claim budgets (per kind, and the per-tenant caps a claim applies
 //! before it locks anything), the call timeout, panic capture, completion batching, wake-ups
 //! (NOTIFY hint + polling with backoff), sweeps, retention, `drain`, and graceful shutdown.
-//! Fence batching is `fences.rs`. Must not know: any provider, or any SQL text (the store has
+//! Fence batching is `fences.rs`; the settings are `executor/config.rs`; the long-running loop
+//! of `run` (claim-ahead, dispatch, the recorder, listener and housekeeping tasks) is
+//! `executor/run.rs`. This file keeps what one claim and one attempt need: allowances, the
+//! claim itself, give-back, `execute`, `record`, and the one-shot paths (`run_once`, `drain`,
+//! sweeps, retention, gauges). Must not know: any provider, or any SQL text (the store has
 //! it). The pure decision of what a result means is [`super::decide`].
 //!
 //! Invariants kept here:
@@ -15,8 +19,7 @@
 //! - A row is never stranded: an action whose attempt did not finish keeps its lease, and any
 //!   executor reclaims it when the lease runs out.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::future::Future;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,9 +28,7 @@ use chrono::{DateTime, Utc};
 use futures::FutureExt;
 use rand::Rng;
 use sqlx::PgPool;
-use sqlx::postgres::PgListener;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
-use tokio::task::JoinSet;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use wharf_core::action::{ActionState, StopReason};
 
 use super::attempt::{Attempt, FenceStage};
@@ -38,7 +39,12 @@ use super::fences::Fences;
 use super::kind::{ClaimBudget, Registry};
 use super::metrics;
 use crate::store;
+
+mod config;
+mod run;
+
 use crate::store::outbox::{ClaimedRow, CompletionRow};
+pub use config::ExecutorConfig;
 
 /// Hard ceiling of one claim (SPEC §2.3): bounds the statement's locks and the batch's work.
 pub const CLAIM_BATCH_LIMIT: u32 = 100;
@@ -49,143 +55,6 @@ const CLAIM_RACE_RETRIES_MAX: u32 = 3;
 /// Times a completion batch is retried on a database error before its leases are left to
 /// expire (and the actions to be reclaimed).
 const COMPLETE_RETRIES_MAX: u32 = 3;
-
-/// Executor settings. Every limit has its unit last; [`ExecutorConfig::validate`] checks them.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct ExecutorConfig {
-    /// Actions one claim statement takes (1..=100). 100 keeps a claim's locks and its
-    /// completion batch small while amortising the round trip.
-    pub claim_batch_max: u32,
-    /// Head candidates one claim looks at. Bounds a claim's cost when many due actions wait
-    /// behind busy lanes; must be ≥ `claim_batch_max`.
-    pub claim_scan_max: u32,
-    /// Attempts running at once in this executor.
-    pub concurrency_max: u32,
-    /// Attempts of one kind running at once in this executor.
-    pub per_kind_concurrency_max: u32,
-    /// Claimed actions `run` may hold beyond the running ones (0: none), so that a finished
-    /// attempt's slot is refilled at once instead of after a claim statement's commit. A
-    /// prefetched action waits at most until a slot of its kind frees; one that waited half of
-    /// its lease past the fence margin is given back unrun (no attempt counted), and so are
-    /// all of them on shutdown.
-    pub claim_ahead_max: u32,
-    /// Lease of a claim. Long enough for the slowest attempt plus the fence margin; an attempt
-    /// whose executor died is retried after it.
-    pub lease_ms: u64,
-    /// The fence refuses with less lease than this left (SPEC default 60 s). Every kind's
-    /// `call_timeout_ms` must be shorter.
-    pub fence_margin_ms: u64,
-    /// Shortest idle poll interval (right after work was found).
-    pub poll_interval_ms_min: u64,
-    /// Longest idle poll interval: the safety net's worst-case latency without NOTIFY.
-    pub poll_interval_ms_max: u64,
-    /// LISTEN for enqueue's wake-up hint. A hint only: polling still runs. The listener keeps
-    /// one connection of the executor's pool for itself while `run` runs.
-    pub notify: bool,
-    /// On shutdown, how long running attempts may take to finish before they are cut off
-    /// (their actions keep their leases and are reclaimed later).
-    pub shutdown_grace_ms: u64,
-    /// How often the lease and expiry sweeps run.
-    pub sweep_interval_ms: u64,
-    /// Rows one sweep statement ends.
-    pub sweep_batch_max: u32,
-    /// How long an ended action is kept (SPEC: 30 days).
-    pub retention_ms: u64,
-    /// How often retention runs.
-    pub retention_interval_ms: u64,
-    /// Rows one retention statement deletes.
-    pub retention_batch_max: u32,
-    /// Retention statements per run: a backlog is worked off over several runs.
-    pub retention_batches_per_run_max: u32,
-    /// How often the due gauges are refreshed. Their query counts every due row (a scan of
-    /// the admitted rows), so keep it at a minute or more on big tables.
-    pub gauge_interval_ms: u64,
-    /// Results recorded by one completion statement.
-    pub completion_batch_max: u32,
-    /// `drain` gives up after this many rounds (a round makes everything due and runs it).
-    pub drain_rounds_max: u32,
-}
-
-impl Default for ExecutorConfig {
-    fn default() -> Self {
-        ExecutorConfig {
-            claim_batch_max: CLAIM_BATCH_LIMIT,
-            claim_scan_max: 1_000,
-            concurrency_max: 100,
-            per_kind_concurrency_max: 100,
-            // A third of the concurrency: enough to cover one claim statement's round trip at
-            // full speed, small enough that one replica does not hoard work others could run.
-            claim_ahead_max: 32,
-            // 5 min: an SMTP or HTTP call with its own timeouts fits easily, and a dead
-            // replica's actions wait at most this long.
-            lease_ms: 5 * 60 * 1_000,
-            fence_margin_ms: 60 * 1_000,
-            poll_interval_ms_min: 50,
-            poll_interval_ms_max: 2_000,
-            notify: true,
-            shutdown_grace_ms: 30 * 1_000,
-            sweep_interval_ms: 1_000,
-            sweep_batch_max: 1_000,
-            retention_ms: 30 * 24 * 60 * 60 * 1_000,
-            retention_interval_ms: 60 * 1_000,
-            retention_batch_max: 1_000,
-            retention_batches_per_run_max: 100,
-            gauge_interval_ms: 60 * 1_000,
-            completion_batch_max: CLAIM_BATCH_LIMIT,
-            drain_rounds_max: 10_000,
-        }
-    }
-}
-
-impl ExecutorConfig {
-    /// Checks every bound, and that every registered kind's call timeout fits in the fence
-    /// margin, which must fit in the lease.
-    pub fn validate(&self, registry: &Registry) -> Result<(), Error> {
-        let fail = |what: String| Err(Error::Config(what));
-        if !(1..=CLAIM_BATCH_LIMIT).contains(&self.claim_batch_max) {
-            return fail(format!("claim_batch_max must be 1..={CLAIM_BATCH_LIMIT}"));
-        }
-        if self.claim_scan_max < self.claim_batch_max || self.claim_scan_max > 100_000 {
-            return fail("claim_scan_max must be claim_batch_max..=100000".into());
-        }
-        if self.concurrency_max == 0 || self.per_kind_concurrency_max == 0 {
-            return fail("concurrency_max and per_kind_concurrency_max must be ≥ 1".into());
-        }
-        if self.concurrency_max > 10_000 || self.per_kind_concurrency_max > 10_000 {
-            return fail("concurrency limits must be ≤ 10000".into());
-        }
-        if self.claim_ahead_max > 10_000 {
-            return fail("claim_ahead_max must be ≤ 10000".into());
-        }
-        if self.fence_margin_ms == 0 || self.lease_ms <= self.fence_margin_ms {
-            return fail("lease_ms must be longer than fence_margin_ms > 0".into());
-        }
-        if self.poll_interval_ms_min == 0 || self.poll_interval_ms_max < self.poll_interval_ms_min {
-            return fail("poll intervals must satisfy 0 < min ≤ max".into());
-        }
-        if self.sweep_interval_ms == 0
-            || self.retention_interval_ms == 0
-            || self.gauge_interval_ms == 0
-            || self.sweep_batch_max == 0
-            || self.retention_batch_max == 0
-            || self.retention_batches_per_run_max == 0
-            || self.completion_batch_max == 0
-            || self.drain_rounds_max == 0
-        {
-            return fail("intervals, batch sizes and rounds must be ≥ 1".into());
-        }
-        for spec in registry.all().map(|r| &r.spec) {
-            if spec.call_timeout_ms >= self.fence_margin_ms {
-                return fail(format!(
-                    "kind {}: call_timeout_ms {} must be shorter than fence_margin_ms {}",
-                    spec.name, spec.call_timeout_ms, self.fence_margin_ms
-                ));
-            }
-        }
-        Ok(())
-    }
-}
 
 /// What [`Executor::drain`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -222,22 +91,6 @@ struct Finished {
 struct Claimed {
     row: ClaimedRow,
     _permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
-}
-
-/// A claimed action `run` holds until a slot of its kind frees (claim-ahead).
-struct Ready {
-    row: ClaimedRow,
-    /// Taken before the claim statement was sent, so never later than the lease's start.
-    claimed: Instant,
-}
-
-/// What a claim running beside `run`'s loop reports.
-enum ClaimEvent {
-    /// Claimed rows, within the allowances they were claimed under.
-    Rows(Vec<ClaimedRow>, Instant),
-    /// The claim is over. `again`: it came back full or uncovered hidden heads, so more may be
-    /// due right now. `empty`: it found nothing (the loop backs off).
-    Finished { again: bool, empty: bool },
 }
 
 struct Inner {
@@ -416,364 +269,6 @@ impl Executor {
             metrics::due(kind, n, age);
         }
         Ok(())
-    }
-
-    /// Runs until `shutdown` completes: claims whenever there is room and due work, starts
-    /// claimed actions as slots free, records results in batches, and runs the sweeps,
-    /// retention and gauges on their intervals beside it.
-    ///
-    /// Three things keep a fast adapter's actions moving without a statement on the path of
-    /// each: claims run beside the loop and hold up to `claim_ahead_max` actions beyond the
-    /// running ones, so a freed slot is refilled at once; fences asked together share one
-    /// statement (`fences.rs`); results are recorded in batches.
-    ///
-    /// On shutdown it stops claiming, gives back the actions it holds but has not started (no
-    /// attempt counted), lets running attempts finish within `shutdown_grace_ms`, records their
-    /// results, and cuts off the rest (their actions keep their leases and are reclaimed later,
-    /// by this or another replica).
-    ///
-    /// Errors of single statements are logged and retried on the next tick; only a failure to
-    /// start returns an error.
-    pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
-        let inner = &self.inner;
-        let c = &inner.config;
-        tokio::pin!(shutdown);
-
-        let listener = if c.notify {
-            let mut l = PgListener::connect_with(&inner.pool).await?;
-            l.listen(NOTIFY_CHANNEL).await?;
-            let this = self.clone();
-            Some(tokio::spawn(async move { this.listen(l).await }))
-        } else {
-            None
-        };
-
-        let (done_tx, done_rx) = mpsc::channel::<Finished>(c.concurrency_max as usize * 2);
-        let recorder = {
-            let this = self.clone();
-            tokio::spawn(async move { this.record_loop(done_rx).await })
-        };
-        let (stop_housekeeping, stopped) = watch::channel(false);
-        let housekeeping = {
-            let this = self.clone();
-            tokio::spawn(async move { this.housekeeping(stopped).await })
-        };
-        let fences = Fences::start(inner.pool.clone(), c.fence_margin_ms);
-
-        let (claim_tx, mut claim_rx) = mpsc::channel::<ClaimEvent>(2);
-        let mut claiming = false;
-        let mut ready: VecDeque<Ready> = VecDeque::new();
-        let mut tasks = JoinSet::new();
-        let interval = |ms: u64| Duration::from_millis(ms);
-        let mut idle_ms = c.poll_interval_ms_min;
-        let hand_max = c.concurrency_max.saturating_add(c.claim_ahead_max);
-        let claim_threshold = (c.claim_batch_max.min(hand_max) / 2).max(1);
-        let mut last_claim = Instant::now();
-        // Why the next claim may find something: a hint arrived (NOTIFY, a lane freed) or the
-        // last claim was full. Without one, an empty claim is followed by backing off.
-        let mut hinted = true;
-        let mut last_empty = false;
-        // A short claim is followed by a demotion at most once per short poll interval: at a
-        // trickle every claim is short, and a demotion after each would double the statements
-        // on the path of the next action without uncovering anything.
-        let mut last_demotion: Option<Instant> = None;
-        loop {
-            while tasks.try_join_next().is_some() {}
-            self.dispatch(&mut ready, &mut tasks, &done_tx, &fences)
-                .await;
-
-            let running = c.concurrency_max - inner.global.available_permits() as u32;
-            let in_hand = running + ready.len() as u32;
-            let want = hand_max.saturating_sub(in_hand).min(c.claim_batch_max);
-            let worth_it = if !ready.is_empty() {
-                // Work is in hand: refill only by a worthwhile batch. Many small claims cost a
-                // statement each, and on a busy server statements are what slows every
-                // attempt down.
-                want >= claim_threshold
-            } else if last_empty {
-                hinted || last_claim.elapsed() >= interval(idle_ms)
-            } else {
-                hinted
-                    || want >= claim_threshold
-                    || in_hand == 0
-                    || last_claim.elapsed() >= interval(c.poll_interval_ms_min)
-            };
-            if !claiming && want > 0 && worth_it {
-                let (allowances, caps) = self.allowances(want, |kind| {
-                    let running = inner.per_kind.get(kind).map_or(0, |s| {
-                        c.per_kind_concurrency_max - s.available_permits() as u32
-                    });
-                    let waiting = ready.iter().filter(|r| r.row.kind == kind).count() as u32;
-                    (c.per_kind_concurrency_max + c.claim_ahead_max)
-                        .saturating_sub(running + waiting)
-                });
-                if !allowances.is_empty() {
-                    claiming = true;
-                    hinted = false;
-                    last_claim = Instant::now();
-                    let may_demote = last_demotion
-                        .is_none_or(|at| at.elapsed() >= interval(c.poll_interval_ms_min));
-                    if may_demote {
-                        last_demotion = Some(last_claim);
-                    }
-                    let (this, tx) = (self.clone(), claim_tx.clone());
-                    tokio::spawn(async move {
-                        // An adapter's `claimed` runs inside; a panic there must not leave the
-                        // loop waiting for a claim that never finishes.
-                        let claim =
-                            this.claim_beside(want, allowances, caps, may_demote, tx.clone());
-                        if AssertUnwindSafe(claim).catch_unwind().await.is_err() {
-                            tracing::error!(
-                                "outbox claim panicked; its actions come back when their leases expire"
-                            );
-                            let _ = tx
-                                .send(ClaimEvent::Finished {
-                                    again: false,
-                                    empty: true,
-                                })
-                                .await;
-                        }
-                    });
-                }
-            }
-
-            let sleep_ms = if in_hand > 0 {
-                c.poll_interval_ms_min
-            } else {
-                idle_ms
-            };
-            tokio::select! {
-                _ = &mut shutdown => break,
-                _ = inner.wake.notified() => hinted = true,
-                _ = inner.freed.notified() => {}
-                Some(event) = claim_rx.recv() => match event {
-                    ClaimEvent::Rows(rows, claimed) => {
-                        ready.extend(rows.into_iter().map(|row| Ready { row, claimed }));
-                    }
-                    ClaimEvent::Finished { again, empty } => {
-                        claiming = false;
-                        hinted |= again;
-                        last_empty = empty;
-                        idle_ms = if empty {
-                            (idle_ms * 2).min(c.poll_interval_ms_max)
-                        } else {
-                            c.poll_interval_ms_min
-                        };
-                    }
-                },
-                _ = tokio::time::sleep(interval(sleep_ms)) => {}
-            }
-        }
-
-        // Stop claiming: take in the claim in flight, then give back what has not started, so
-        // another replica can run it now rather than after the lease.
-        while claiming {
-            match claim_rx.recv().await {
-                Some(ClaimEvent::Rows(rows, claimed)) => {
-                    ready.extend(rows.into_iter().map(|row| Ready { row, claimed }));
-                }
-                Some(ClaimEvent::Finished { .. }) | None => claiming = false,
-            }
-        }
-        self.give_back(ready.drain(..).map(|r| (r.row.id, r.row.epoch)).collect())
-            .await;
-        let _ = stop_housekeeping.send(true);
-
-        // Give running attempts their grace period.
-        let grace = interval(c.shutdown_grace_ms);
-        let finished_in_time =
-            tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} })
-                .await
-                .is_ok();
-        if !finished_in_time {
-            tracing::warn!(
-                running = tasks.len(),
-                "outbox shutdown grace ran out; cut-off actions keep their leases and will be reclaimed"
-            );
-            tasks.abort_all();
-            while tasks.join_next().await.is_some() {}
-        }
-        drop(done_tx);
-        drop(fences);
-        let _ = recorder.await;
-        let _ = housekeeping.await;
-        if let Some(listener) = listener {
-            listener.abort();
-        }
-        Ok(())
-    }
-
-    /// Starts held actions while slots are free (a global and a per-kind permit each), oldest
-    /// claim first, skipping kinds whose slots are full; gives back those that waited so long
-    /// that their fence might refuse.
-    async fn dispatch(
-        &self,
-        ready: &mut VecDeque<Ready>,
-        tasks: &mut JoinSet<()>,
-        done: &mpsc::Sender<Finished>,
-        fences: &Fences,
-    ) {
-        let c = &self.inner.config;
-        // Half of what the lease leaves beyond the fence margin: the fence needs the margin
-        // left, and the lease started after `claimed` (database clock, same second).
-        let wait_max = Duration::from_millis((c.lease_ms - c.fence_margin_ms) / 2);
-        let mut stale = Vec::new();
-        ready.retain(|r| {
-            let fresh = r.claimed.elapsed() < wait_max;
-            if !fresh {
-                stale.push((r.row.id, r.row.epoch));
-            }
-            fresh
-        });
-        let mut i = 0;
-        while i < ready.len() && self.inner.global.available_permits() > 0 {
-            let Some(permits) = self.permits(&ready[i].row.kind) else {
-                i += 1;
-                continue;
-            };
-            let Some(Ready { row, .. }) = ready.remove(i) else {
-                break;
-            };
-            let claimed = Claimed {
-                row,
-                _permits: permits,
-            };
-            let (this, tx, fences) = (self.clone(), done.clone(), fences.clone());
-            tasks.spawn(async move {
-                let finished = this.execute(claimed, None, Some(fences)).await;
-                // The permits went with `claimed`: a held action can start now.
-                this.inner.freed.notify_one();
-                // The recorder only stops after every sender is gone.
-                let _ = tx.send(finished).await;
-            });
-        }
-        if !stale.is_empty() {
-            tracing::info!(
-                count = stale.len(),
-                "outbox gives back claimed actions that waited too long for a slot"
-            );
-            self.give_back(stale).await;
-        }
-    }
-
-    /// One claim for `run`, beside its loop: the rows go to the loop as soon as the claim
-    /// statement answers; a short claim is then followed by a demotion (if `may_demote`), and
-    /// the loop is told whether to look again at once.
-    async fn claim_beside(
-        &self,
-        want: u32,
-        mut allowances: HashMap<&'static str, u32>,
-        caps: Caps,
-        may_demote: bool,
-        tx: mpsc::Sender<ClaimEvent>,
-    ) {
-        let started = Instant::now();
-        let got = match self.claim_within(want, None, &mut allowances, &caps).await {
-            Ok(rows) => {
-                metrics::claim_took(started.elapsed());
-                let got = rows.len() as u32;
-                if got > 0 {
-                    let _ = tx.send(ClaimEvent::Rows(rows, started)).await;
-                }
-                got
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "outbox claim failed");
-                let _ = tx
-                    .send(ClaimEvent::Finished {
-                        again: false,
-                        empty: true,
-                    })
-                    .await;
-                return;
-            }
-        };
-        let mut again = got == want;
-        if !again && may_demote {
-            // Short: take the hint off rows that wait behind an earlier action of their lane;
-            // if that uncovered anything, the loop looks again now.
-            match store::outbox::demote(&self.inner.pool, self.inner.config.claim_scan_max, None)
-                .await
-            {
-                Ok(n) => again = n > 0,
-                Err(e) => tracing::warn!(error = %e, "outbox demotion failed"),
-            }
-        }
-        let _ = tx
-            .send(ClaimEvent::Finished {
-                again,
-                empty: got == 0 && !again,
-            })
-            .await;
-    }
-
-    /// Sweeps, retention and gauges on their intervals until `stop` turns true. Beside the
-    /// claim loop, so a slow sweep never holds up starting actions.
-    async fn housekeeping(&self, mut stop: watch::Receiver<bool>) {
-        let c = &self.inner.config;
-        let interval = |ms: u64| Duration::from_millis(ms);
-        let started = Instant::now();
-        let (mut next_sweep, mut next_retention, mut next_gauges) = (started, started, started);
-        loop {
-            let now = Instant::now();
-            if now >= next_sweep {
-                next_sweep = now + interval(c.sweep_interval_ms);
-                if let Err(e) = self.sweep_at(None).await {
-                    tracing::warn!(error = %e, "outbox sweep failed");
-                }
-            }
-            if now >= next_retention {
-                next_retention = now + interval(c.retention_interval_ms);
-                if let Err(e) = self.retain().await {
-                    tracing::warn!(error = %e, "outbox retention failed");
-                }
-            }
-            if now >= next_gauges {
-                next_gauges = now + interval(c.gauge_interval_ms);
-                if let Err(e) = self.refresh_gauges().await {
-                    tracing::warn!(error = %e, "outbox gauges failed");
-                }
-            }
-            let next = next_sweep.min(next_retention).min(next_gauges);
-            tokio::select! {
-                _ = stop.wait_for(|stop| *stop) => return,
-                _ = tokio::time::sleep_until(next.into()) => {}
-            }
-        }
-    }
-
-    async fn listen(&self, mut listener: PgListener) {
-        loop {
-            match listener.recv().await {
-                Ok(_) => self.inner.wake.notify_one(),
-                Err(e) => {
-                    // sqlx reconnects on the next recv; polling covers the gap.
-                    tracing::debug!(error = %e, "outbox NOTIFY listener lost its connection");
-                    tokio::time::sleep(Duration::from_millis(
-                        self.inner.config.poll_interval_ms_max,
-                    ))
-                    .await;
-                }
-            }
-        }
-    }
-
-    async fn record_loop(&self, mut rx: mpsc::Receiver<Finished>) {
-        let max = self.inner.config.completion_batch_max as usize;
-        while let Some(first) = rx.recv().await {
-            let mut batch = vec![first];
-            while batch.len() < max {
-                match rx.try_recv() {
-                    Ok(more) => batch.push(more),
-                    Err(_) => break,
-                }
-            }
-            if let Err(e) = self.record(batch, None).await {
-                tracing::error!(error = %e, "outbox could not record results; their leases will expire and they will be claimed again");
-            }
-            // A completion may have freed a lane: look for its next action now.
-            self.inner.wake.notify_one();
-        }
     }
 
     /// The kinds this executor may claim now, each with how many it may take, and the

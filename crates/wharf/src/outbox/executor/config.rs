@@ -1,0 +1,145 @@
+//! The executor's settings and their bounds.
+//!
+//! Owns: [`ExecutorConfig`], its defaults and [`ExecutorConfig::validate`]. Must not know how
+//! the executor uses them.
+
+use super::CLAIM_BATCH_LIMIT;
+use crate::outbox::error::Error;
+use crate::outbox::kind::Registry;
+
+/// Executor settings. Every limit has its unit last; [`ExecutorConfig::validate`] checks them.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ExecutorConfig {
+    /// Actions one claim statement takes (1..=100). 100 keeps a claim's locks and its
+    /// completion batch small while amortising the round trip.
+    pub claim_batch_max: u32,
+    /// Head candidates one claim looks at. Bounds a claim's cost when many due actions wait
+    /// behind busy lanes; must be ≥ `claim_batch_max`.
+    pub claim_scan_max: u32,
+    /// Attempts running at once in this executor.
+    pub concurrency_max: u32,
+    /// Attempts of one kind running at once in this executor.
+    pub per_kind_concurrency_max: u32,
+    /// Claimed actions `run` may hold beyond the running ones (0: none), so that a finished
+    /// attempt's slot is refilled at once instead of after a claim statement's commit. A
+    /// prefetched action waits at most until a slot of its kind frees; one that waited half of
+    /// its lease past the fence margin is given back unrun (no attempt counted), and so are
+    /// all of them on shutdown.
+    pub claim_ahead_max: u32,
+    /// Lease of a claim. Long enough for the slowest attempt plus the fence margin; an attempt
+    /// whose executor died is retried after it.
+    pub lease_ms: u64,
+    /// The fence refuses with less lease than this left (SPEC default 60 s). Every kind's
+    /// `call_timeout_ms` must be shorter.
+    pub fence_margin_ms: u64,
+    /// Shortest idle poll interval (right after work was found).
+    pub poll_interval_ms_min: u64,
+    /// Longest idle poll interval: the safety net's worst-case latency without NOTIFY.
+    pub poll_interval_ms_max: u64,
+    /// LISTEN for enqueue's wake-up hint. A hint only: polling still runs. The listener keeps
+    /// one connection of the executor's pool for itself while `run` runs.
+    pub notify: bool,
+    /// On shutdown, how long running attempts may take to finish before they are cut off
+    /// (their actions keep their leases and are reclaimed later).
+    pub shutdown_grace_ms: u64,
+    /// How often the lease and expiry sweeps run.
+    pub sweep_interval_ms: u64,
+    /// Rows one sweep statement ends.
+    pub sweep_batch_max: u32,
+    /// How long an ended action is kept (SPEC: 30 days).
+    pub retention_ms: u64,
+    /// How often retention runs.
+    pub retention_interval_ms: u64,
+    /// Rows one retention statement deletes.
+    pub retention_batch_max: u32,
+    /// Retention statements per run: a backlog is worked off over several runs.
+    pub retention_batches_per_run_max: u32,
+    /// How often the due gauges are refreshed. Their query counts every due row (a scan of
+    /// the admitted rows), so keep it at a minute or more on big tables.
+    pub gauge_interval_ms: u64,
+    /// Results recorded by one completion statement.
+    pub completion_batch_max: u32,
+    /// `drain` gives up after this many rounds (a round makes everything due and runs it).
+    pub drain_rounds_max: u32,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            claim_batch_max: CLAIM_BATCH_LIMIT,
+            claim_scan_max: 1_000,
+            concurrency_max: 100,
+            per_kind_concurrency_max: 100,
+            // A third of the concurrency: enough to cover one claim statement's round trip at
+            // full speed, small enough that one replica does not hoard work others could run.
+            claim_ahead_max: 32,
+            // 5 min: an SMTP or HTTP call with its own timeouts fits easily, and a dead
+            // replica's actions wait at most this long.
+            lease_ms: 5 * 60 * 1_000,
+            fence_margin_ms: 60 * 1_000,
+            poll_interval_ms_min: 50,
+            poll_interval_ms_max: 2_000,
+            notify: true,
+            shutdown_grace_ms: 30 * 1_000,
+            sweep_interval_ms: 1_000,
+            sweep_batch_max: 1_000,
+            retention_ms: 30 * 24 * 60 * 60 * 1_000,
+            retention_interval_ms: 60 * 1_000,
+            retention_batch_max: 1_000,
+            retention_batches_per_run_max: 100,
+            gauge_interval_ms: 60 * 1_000,
+            completion_batch_max: CLAIM_BATCH_LIMIT,
+            drain_rounds_max: 10_000,
+        }
+    }
+}
+
+impl ExecutorConfig {
+    /// Checks every bound, and that every registered kind's call timeout fits in the fence
+    /// margin, which must fit in the lease.
+    pub fn validate(&self, registry: &Registry) -> Result<(), Error> {
+        let fail = |what: String| Err(Error::Config(what));
+        if !(1..=CLAIM_BATCH_LIMIT).contains(&self.claim_batch_max) {
+            return fail(format!("claim_batch_max must be 1..={CLAIM_BATCH_LIMIT}"));
+        }
+        if self.claim_scan_max < self.claim_batch_max || self.claim_scan_max > 100_000 {
+            return fail("claim_scan_max must be claim_batch_max..=100000".into());
+        }
+        if self.concurrency_max == 0 || self.per_kind_concurrency_max == 0 {
+            return fail("concurrency_max and per_kind_concurrency_max must be ≥ 1".into());
+        }
+        if self.concurrency_max > 10_000 || self.per_kind_concurrency_max > 10_000 {
+            return fail("concurrency limits must be ≤ 10000".into());
+        }
+        if self.claim_ahead_max > 10_000 {
+            return fail("claim_ahead_max must be ≤ 10000".into());
+        }
+        if self.fence_margin_ms == 0 || self.lease_ms <= self.fence_margin_ms {
+            return fail("lease_ms must be longer than fence_margin_ms > 0".into());
+        }
+        if self.poll_interval_ms_min == 0 || self.poll_interval_ms_max < self.poll_interval_ms_min {
+            return fail("poll intervals must satisfy 0 < min ≤ max".into());
+        }
+        if self.sweep_interval_ms == 0
+            || self.retention_interval_ms == 0
+            || self.gauge_interval_ms == 0
+            || self.sweep_batch_max == 0
+            || self.retention_batch_max == 0
+            || self.retention_batches_per_run_max == 0
+            || self.completion_batch_max == 0
+            || self.drain_rounds_max == 0
+        {
+            return fail("intervals, batch sizes and rounds must be ≥ 1".into());
+        }
+        for spec in registry.all().map(|r| &r.spec) {
+            if spec.call_timeout_ms >= self.fence_margin_ms {
+                return fail(format!(
+                    "kind {}: call_timeout_ms {} must be shorter than fence_margin_ms {}",
+                    spec.name, spec.call_timeout_ms, self.fence_margin_ms
+                ));
+            }
+        }
+        Ok(())
+    }
+}

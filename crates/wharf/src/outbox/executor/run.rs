@@ -1,0 +1,401 @@
+//! [`Executor::run`]: the long-running loop of one replica.
+//!
+//! Owns: claiming beside the loop and holding claimed actions for the next free slot
+//! (claim-ahead), starting them as slots free, giving back what was held on shutdown or for too
+//! long, the NOTIFY listener, the completion recorder task and the housekeeping task (sweeps,
+//! retention, gauges). Must not know SQL (the store has it) or how one attempt is run and
+//! decided (`execute` and `record` in the parent module).
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use sqlx::postgres::PgListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use super::{Claimed, Executor, Finished, NOTIFY_CHANNEL};
+use crate::outbox::caps::Caps;
+use crate::outbox::error::Error;
+use crate::outbox::fences::Fences;
+use crate::outbox::metrics;
+use crate::store;
+use crate::store::outbox::ClaimedRow;
+
+/// A claimed action `run` holds until a slot of its kind frees (claim-ahead).
+struct Ready {
+    row: ClaimedRow,
+    /// Taken before the claim statement was sent, so never later than the lease's start.
+    claimed: Instant,
+}
+
+/// What a claim running beside `run`'s loop reports.
+enum ClaimEvent {
+    /// Claimed rows, within the allowances they were claimed under.
+    Rows(Vec<ClaimedRow>, Instant),
+    /// The claim is over. `again`: it came back full or uncovered hidden heads, so more may be
+    /// due right now. `empty`: it found nothing (the loop backs off).
+    Finished { again: bool, empty: bool },
+}
+
+impl Executor {
+    /// Runs until `shutdown` completes: claims whenever there is room and due work, starts
+    /// claimed actions as slots free, records results in batches, and runs the sweeps,
+    /// retention and gauges on their intervals beside it.
+    ///
+    /// Three things keep a fast adapter's actions moving without a statement on the path of
+    /// each: claims run beside the loop and hold up to `claim_ahead_max` actions beyond the
+    /// running ones, so a freed slot is refilled at once; fences asked together share one
+    /// statement (`fences.rs`); results are recorded in batches.
+    ///
+    /// On shutdown it stops claiming, gives back the actions it holds but has not started (no
+    /// attempt counted), lets running attempts finish within `shutdown_grace_ms`, records their
+    /// results, and cuts off the rest (their actions keep their leases and are reclaimed later,
+    /// by this or another replica).
+    ///
+    /// Errors of single statements are logged and retried on the next tick; only a failure to
+    /// start returns an error.
+    pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+        let inner = &self.inner;
+        let c = &inner.config;
+        tokio::pin!(shutdown);
+
+        let listener = if c.notify {
+            let mut l = PgListener::connect_with(&inner.pool).await?;
+            l.listen(NOTIFY_CHANNEL).await?;
+            let this = self.clone();
+            Some(tokio::spawn(async move { this.listen(l).await }))
+        } else {
+            None
+        };
+
+        let (done_tx, done_rx) = mpsc::channel::<Finished>(c.concurrency_max as usize * 2);
+        let recorder = {
+            let this = self.clone();
+            tokio::spawn(async move { this.record_loop(done_rx).await })
+        };
+        let (stop_housekeeping, stopped) = watch::channel(false);
+        let housekeeping = {
+            let this = self.clone();
+            tokio::spawn(async move { this.housekeeping(stopped).await })
+        };
+        let fences = Fences::start(inner.pool.clone(), c.fence_margin_ms);
+
+        let (claim_tx, mut claim_rx) = mpsc::channel::<ClaimEvent>(2);
+        let mut claiming = false;
+        let mut ready: VecDeque<Ready> = VecDeque::new();
+        let mut tasks = JoinSet::new();
+        let interval = |ms: u64| Duration::from_millis(ms);
+        let mut idle_ms = c.poll_interval_ms_min;
+        let hand_max = c.concurrency_max.saturating_add(c.claim_ahead_max);
+        let claim_threshold = (c.claim_batch_max.min(hand_max) / 2).max(1);
+        let mut last_claim = Instant::now();
+        // Why the next claim may find something: a hint arrived (NOTIFY, a lane freed) or the
+        // last claim was full. Without one, an empty claim is followed by backing off.
+        let mut hinted = true;
+        let mut last_empty = false;
+        // A short claim is followed by a demotion at most once per short poll interval: at a
+        // trickle every claim is short, and a demotion after each would double the statements
+        // on the path of the next action without uncovering anything.
+        let mut last_demotion: Option<Instant> = None;
+        loop {
+            while tasks.try_join_next().is_some() {}
+            self.dispatch(&mut ready, &mut tasks, &done_tx, &fences)
+                .await;
+
+            let running = c.concurrency_max - inner.global.available_permits() as u32;
+            let in_hand = running + ready.len() as u32;
+            let want = hand_max.saturating_sub(in_hand).min(c.claim_batch_max);
+            let worth_it = if !ready.is_empty() {
+                // Work is in hand: refill only by a worthwhile batch. Many small claims cost a
+                // statement each, and on a busy server statements are what slows every
+                // attempt down.
+                want >= claim_threshold
+            } else if last_empty {
+                hinted || last_claim.elapsed() >= interval(idle_ms)
+            } else {
+                hinted
+                    || want >= claim_threshold
+                    || in_hand == 0
+                    || last_claim.elapsed() >= interval(c.poll_interval_ms_min)
+            };
+            if !claiming && want > 0 && worth_it {
+                let (allowances, caps) = self.allowances(want, |kind| {
+                    let running = inner.per_kind.get(kind).map_or(0, |s| {
+                        c.per_kind_concurrency_max - s.available_permits() as u32
+                    });
+                    let waiting = ready.iter().filter(|r| r.row.kind == kind).count() as u32;
+                    (c.per_kind_concurrency_max + c.claim_ahead_max)
+                        .saturating_sub(running + waiting)
+                });
+                if !allowances.is_empty() {
+                    claiming = true;
+                    hinted = false;
+                    last_claim = Instant::now();
+                    let may_demote = last_demotion
+                        .is_none_or(|at| at.elapsed() >= interval(c.poll_interval_ms_min));
+                    if may_demote {
+                        last_demotion = Some(last_claim);
+                    }
+                    let (this, tx) = (self.clone(), claim_tx.clone());
+                    tokio::spawn(async move {
+                        // An adapter's `claimed` runs inside; a panic there must not leave the
+                        // loop waiting for a claim that never finishes.
+                        let claim =
+                            this.claim_beside(want, allowances, caps, may_demote, tx.clone());
+                        if AssertUnwindSafe(claim).catch_unwind().await.is_err() {
+                            tracing::error!(
+                                "outbox claim panicked; its actions come back when their leases expire"
+                            );
+                            let _ = tx
+                                .send(ClaimEvent::Finished {
+                                    again: false,
+                                    empty: true,
+                                })
+                                .await;
+                        }
+                    });
+                }
+            }
+
+            let sleep_ms = if in_hand > 0 {
+                c.poll_interval_ms_min
+            } else {
+                idle_ms
+            };
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = inner.wake.notified() => hinted = true,
+                _ = inner.freed.notified() => {}
+                Some(event) = claim_rx.recv() => match event {
+                    ClaimEvent::Rows(rows, claimed) => {
+                        ready.extend(rows.into_iter().map(|row| Ready { row, claimed }));
+                    }
+                    ClaimEvent::Finished { again, empty } => {
+                        claiming = false;
+                        hinted |= again;
+                        last_empty = empty;
+                        idle_ms = if empty {
+                            (idle_ms * 2).min(c.poll_interval_ms_max)
+                        } else {
+                            c.poll_interval_ms_min
+                        };
+                    }
+                },
+                _ = tokio::time::sleep(interval(sleep_ms)) => {}
+            }
+        }
+
+        // Stop claiming: take in the claim in flight, then give back what has not started, so
+        // another replica can run it now rather than after the lease.
+        while claiming {
+            match claim_rx.recv().await {
+                Some(ClaimEvent::Rows(rows, claimed)) => {
+                    ready.extend(rows.into_iter().map(|row| Ready { row, claimed }));
+                }
+                Some(ClaimEvent::Finished { .. }) | None => claiming = false,
+            }
+        }
+        self.give_back(ready.drain(..).map(|r| (r.row.id, r.row.epoch)).collect())
+            .await;
+        let _ = stop_housekeeping.send(true);
+
+        // Give running attempts their grace period.
+        let grace = interval(c.shutdown_grace_ms);
+        let finished_in_time =
+            tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} })
+                .await
+                .is_ok();
+        if !finished_in_time {
+            tracing::warn!(
+                running = tasks.len(),
+                "outbox shutdown grace ran out; cut-off actions keep their leases and will be reclaimed"
+            );
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+        drop(done_tx);
+        drop(fences);
+        let _ = recorder.await;
+        let _ = housekeeping.await;
+        if let Some(listener) = listener {
+            listener.abort();
+        }
+        Ok(())
+    }
+
+    /// Starts held actions while slots are free (a global and a per-kind permit each), oldest
+    /// claim first, skipping kinds whose slots are full; gives back those that waited so long
+    /// that their fence might refuse.
+    async fn dispatch(
+        &self,
+        ready: &mut VecDeque<Ready>,
+        tasks: &mut JoinSet<()>,
+        done: &mpsc::Sender<Finished>,
+        fences: &Fences,
+    ) {
+        let c = &self.inner.config;
+        // Half of what the lease leaves beyond the fence margin: the fence needs the margin
+        // left, and the lease started after `claimed` (database clock, same second).
+        let wait_max = Duration::from_millis((c.lease_ms - c.fence_margin_ms) / 2);
+        let mut stale = Vec::new();
+        ready.retain(|r| {
+            let fresh = r.claimed.elapsed() < wait_max;
+            if !fresh {
+                stale.push((r.row.id, r.row.epoch));
+            }
+            fresh
+        });
+        let mut i = 0;
+        while i < ready.len() && self.inner.global.available_permits() > 0 {
+            let Some(permits) = self.permits(&ready[i].row.kind) else {
+                i += 1;
+                continue;
+            };
+            let Some(Ready { row, .. }) = ready.remove(i) else {
+                break;
+            };
+            let claimed = Claimed {
+                row,
+                _permits: permits,
+            };
+            let (this, tx, fences) = (self.clone(), done.clone(), fences.clone());
+            tasks.spawn(async move {
+                let finished = this.execute(claimed, None, Some(fences)).await;
+                // The permits went with `claimed`: a held action can start now.
+                this.inner.freed.notify_one();
+                // The recorder only stops after every sender is gone.
+                let _ = tx.send(finished).await;
+            });
+        }
+        if !stale.is_empty() {
+            tracing::info!(
+                count = stale.len(),
+                "outbox gives back claimed actions that waited too long for a slot"
+            );
+            self.give_back(stale).await;
+        }
+    }
+
+    /// One claim for `run`, beside its loop: the rows go to the loop as soon as the claim
+    /// statement answers; a short claim is then followed by a demotion (if `may_demote`), and
+    /// the loop is told whether to look again at once.
+    async fn claim_beside(
+        &self,
+        want: u32,
+        mut allowances: HashMap<&'static str, u32>,
+        caps: Caps,
+        may_demote: bool,
+        tx: mpsc::Sender<ClaimEvent>,
+    ) {
+        let started = Instant::now();
+        let got = match self.claim_within(want, None, &mut allowances, &caps).await {
+            Ok(rows) => {
+                metrics::claim_took(started.elapsed());
+                let got = rows.len() as u32;
+                if got > 0 {
+                    let _ = tx.send(ClaimEvent::Rows(rows, started)).await;
+                }
+                got
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "outbox claim failed");
+                let _ = tx
+                    .send(ClaimEvent::Finished {
+                        again: false,
+                        empty: true,
+                    })
+                    .await;
+                return;
+            }
+        };
+        let mut again = got == want;
+        if !again && may_demote {
+            // Short: take the hint off rows that wait behind an earlier action of their lane;
+            // if that uncovered anything, the loop looks again now.
+            match store::outbox::demote(&self.inner.pool, self.inner.config.claim_scan_max, None)
+                .await
+            {
+                Ok(n) => again = n > 0,
+                Err(e) => tracing::warn!(error = %e, "outbox demotion failed"),
+            }
+        }
+        let _ = tx
+            .send(ClaimEvent::Finished {
+                again,
+                empty: got == 0 && !again,
+            })
+            .await;
+    }
+
+    /// Sweeps, retention and gauges on their intervals until `stop` turns true. Beside the
+    /// claim loop, so a slow sweep never holds up starting actions.
+    async fn housekeeping(&self, mut stop: watch::Receiver<bool>) {
+        let c = &self.inner.config;
+        let interval = |ms: u64| Duration::from_millis(ms);
+        let started = Instant::now();
+        let (mut next_sweep, mut next_retention, mut next_gauges) = (started, started, started);
+        loop {
+            let now = Instant::now();
+            if now >= next_sweep {
+                next_sweep = now + interval(c.sweep_interval_ms);
+                if let Err(e) = self.sweep_at(None).await {
+                    tracing::warn!(error = %e, "outbox sweep failed");
+                }
+            }
+            if now >= next_retention {
+                next_retention = now + interval(c.retention_interval_ms);
+                if let Err(e) = self.retain().await {
+                    tracing::warn!(error = %e, "outbox retention failed");
+                }
+            }
+            if now >= next_gauges {
+                next_gauges = now + interval(c.gauge_interval_ms);
+                if let Err(e) = self.refresh_gauges().await {
+                    tracing::warn!(error = %e, "outbox gauges failed");
+                }
+            }
+            let next = next_sweep.min(next_retention).min(next_gauges);
+            tokio::select! {
+                _ = stop.wait_for(|stop| *stop) => return,
+                _ = tokio::time::sleep_until(next.into()) => {}
+            }
+        }
+    }
+
+    async fn listen(&self, mut listener: PgListener) {
+        loop {
+            match listener.recv().await {
+                Ok(_) => self.inner.wake.notify_one(),
+                Err(e) => {
+                    // sqlx reconnects on the next recv; polling covers the gap.
+                    tracing::debug!(error = %e, "outbox NOTIFY listener lost its connection");
+                    tokio::time::sleep(Duration::from_millis(
+                        self.inner.config.poll_interval_ms_max,
+                    ))
+                    .await;
+                }
+            }
+        }
+    }
+
+    async fn record_loop(&self, mut rx: mpsc::Receiver<Finished>) {
+        let max = self.inner.config.completion_batch_max as usize;
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < max {
+                match rx.try_recv() {
+                    Ok(more) => batch.push(more),
+                    Err(_) => break,
+                }
+            }
+            if let Err(e) = self.record(batch, None).await {
+                tracing::error!(error = %e, "outbox could not record results; their leases will expire and they will be claimed again");
+            }
+            // A completion may have freed a lane: look for its next action now.
+            self.inner.wake.notify_one();
+        }
+    }
+}
