@@ -1,16 +1,100 @@
 //! How a command reaches its database: the URL it was given, or wharf's own cluster under
 //! `<data-dir>/pg`, created on first use and kept between runs.
+//!
+//! Long-running commands (`serve`, `work`) wait for a database that does not answer yet — one
+//! restarting, failing over, or not started — instead of exiting: every attempt that fails for
+//! a reason that can pass (connection refused or reset, "the database system is starting up",
+//! too many connections, a timeout) is logged with the host and port and retried with capped,
+//! jittered backoff until the start-up deadline ([`Wait`]). A reason that cannot pass (a wrong
+//! password, a database that does not exist, a URL that does not parse) fails at once. Admin
+//! commands try once.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
+use wharf_core::backoff::Backoff;
 
 use crate::config::Config;
 
 /// The database the embedded cluster keeps wharf's schema in.
 pub const EMBEDDED_DATABASE: &str = "wharf";
+
+/// The first retry's delay. Short: a database that refused one connection during a restart
+/// often takes the next one a moment later.
+pub const STARTUP_RETRY_MS_MIN: u64 = 250;
+/// The start-up deadline when nothing else is said: five minutes covers a PostgreSQL restart
+/// or a managed failover (typically 30–120 s), and a wrong address still fails within minutes.
+pub const STARTUP_DEADLINE_MS_DEFAULT: u64 = 300_000;
+/// The largest start-up deadline accepted: a day. Larger is a typo, not a plan.
+pub const STARTUP_DEADLINE_MS_MAX: u64 = 86_400_000;
+/// The longest wait between two attempts by default: a database that comes back is found
+/// within five seconds, and a long outage costs one log line every five seconds.
+pub const STARTUP_RETRY_MS_MAX_DEFAULT: u64 = 5_000;
+/// The largest `retry_ms_max` accepted.
+pub const STARTUP_RETRY_MS_MAX_LIMIT: u64 = 60_000;
+/// How long one connection attempt may take before it counts as failed (a host that drops
+/// packets instead of refusing).
+pub const CONNECT_ATTEMPT_MS_MAX: u64 = 10_000;
+
+/// How a command waits for its database at start-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    /// The total time all attempts may take; 0 means one attempt.
+    pub deadline_ms: u64,
+    /// The longest pause between two attempts.
+    pub retry_ms_max: u64,
+}
+
+impl Wait {
+    /// One attempt, no waiting: what admin commands do.
+    pub const ONCE: Wait = Wait {
+        deadline_ms: 0,
+        retry_ms_max: STARTUP_RETRY_MS_MIN,
+    };
+
+    /// The `[startup]` table (`deadline_ms`, `retry_ms_max`), under a command-line deadline.
+    pub fn from_config(config: &Config, deadline_ms: Option<u64>) -> anyhow::Result<Wait> {
+        let section: StartupSection = config.section("startup")?;
+        let wait = Wait {
+            deadline_ms: deadline_ms
+                .or(section.deadline_ms)
+                .unwrap_or(STARTUP_DEADLINE_MS_DEFAULT),
+            retry_ms_max: section.retry_ms_max.unwrap_or(STARTUP_RETRY_MS_MAX_DEFAULT),
+        };
+        if wait.deadline_ms > STARTUP_DEADLINE_MS_MAX {
+            anyhow::bail!(
+                "invalid [startup] configuration: deadline_ms must be at most {STARTUP_DEADLINE_MS_MAX}, is {}",
+                wait.deadline_ms
+            );
+        }
+        if !(STARTUP_RETRY_MS_MIN..=STARTUP_RETRY_MS_MAX_LIMIT).contains(&wait.retry_ms_max) {
+            anyhow::bail!(
+                "invalid [startup] configuration: retry_ms_max must be {STARTUP_RETRY_MS_MIN}..={STARTUP_RETRY_MS_MAX_LIMIT}, is {}",
+                wait.retry_ms_max
+            );
+        }
+        Ok(wait)
+    }
+
+    fn backoff(&self) -> Backoff {
+        Backoff {
+            base_ms: STARTUP_RETRY_MS_MIN,
+            factor: 2,
+            cap_ms: self.retry_ms_max,
+            jitter_percent: 20,
+        }
+    }
+}
+
+/// The `[startup]` table.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartupSection {
+    deadline_ms: Option<u64>,
+    retry_ms_max: Option<u64>,
+}
 
 /// A command's database, and the embedded cluster behind it when there is one.
 pub struct Database {
@@ -28,20 +112,77 @@ pub struct Open {
     pub migrate: bool,
     /// Connections the pool may hold.
     pub connections_max: u32,
+    /// How long to wait for a database that does not answer yet.
+    pub wait: Wait,
 }
 
 impl Open {
-    /// What most admin commands need: an up-to-date schema is not their job, two connections.
+    /// What most admin commands need: an up-to-date schema is not their job, two connections,
+    /// one attempt.
     pub const ADMIN: Open = Open {
         migrate: false,
         connections_max: 2,
+        wait: Wait::ONCE,
     };
+}
+
+/// Why one attempt failed, and whether another can help.
+struct Failed {
+    error: anyhow::Error,
+    transient: bool,
+}
+
+impl Failed {
+    fn sqlx(error: sqlx::Error, context: &'static str) -> Failed {
+        Failed {
+            transient: transient(&error),
+            error: anyhow::Error::new(error).context(context),
+        }
+    }
+}
+
+/// Whether a connect-phase error can pass by itself.
+fn transient(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            // connection exceptions, too_many_connections, admin/crash shutdown,
+            // cannot_connect_now ("the database system is starting up")
+            code.starts_with("08") || matches!(&*code, "53300" | "57P01" | "57P02" | "57P03")
+        }),
+        sqlx::Error::Migrate(e) => match &**e {
+            sqlx::migrate::MigrateError::Execute(inner)
+            | sqlx::migrate::MigrateError::ExecuteMigration(inner, _) => transient(inner),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Where the options point, for messages: `host:port` or the socket.
+pub fn target(options: &PgConnectOptions) -> String {
+    match options.get_socket() {
+        Some(socket) => format!("{} (port {})", socket.display(), options.get_port()),
+        None => format!("{}:{}", options.get_host(), options.get_port()),
+    }
 }
 
 impl Database {
     /// Connects (starting the embedded cluster if no URL is configured).
     pub async fn open(config: &Config, open: Open) -> anyhow::Result<Database> {
-        Database::open_named(config, open, EMBEDDED_DATABASE).await
+        Database::open_named(config, open, EMBEDDED_DATABASE, &|_| {}).await
+    }
+
+    /// As [`Database::open`], telling `waiting` what it waits for each time an attempt failed.
+    pub async fn open_waiting(
+        config: &Config,
+        open: Open,
+        waiting: &(dyn Fn(&str) + Sync),
+    ) -> anyhow::Result<Database> {
+        Database::open_named(config, open, EMBEDDED_DATABASE, waiting).await
     }
 
     /// As [`Database::open`], but on the embedded cluster uses (and creates) the database
@@ -51,16 +192,21 @@ impl Database {
         config: &Config,
         open: Open,
         embedded_database: &'static str,
+        waiting: &(dyn Fn(&str) + Sync),
     ) -> anyhow::Result<Database> {
-        let (options, url, cluster) = match &config.database_url {
+        let (options, url, cluster, admin) = match &config.database_url {
             Some(url) => {
                 let options: PgConnectOptions = url
                     .parse()
                     .context("the database URL is not a valid PostgreSQL URL")?;
-                (options, url.clone(), None)
+                (options, url.clone(), None, None)
             }
             None => {
                 let dir = config.data_dir.join("pg");
+                waiting(&format!(
+                    "starting the embedded PostgreSQL under {}",
+                    dir.display()
+                ));
                 let spinner = crate::cmd::progress::spinner("starting the embedded PostgreSQL");
                 let cluster = tokio::task::spawn_blocking(move || {
                     wharf_pg::Cluster::start(&wharf_pg::Options::durable(dir))
@@ -75,21 +221,69 @@ impl Database {
                     "embedded PostgreSQL ready"
                 );
                 let admin: PgConnectOptions = cluster.url("postgres").parse()?;
-                ensure_database(admin.clone(), embedded_database).await?;
                 let url = cluster.url(embedded_database);
-                (admin.database(embedded_database), url, Some(cluster))
+                (
+                    admin.clone().database(embedded_database),
+                    url,
+                    Some(cluster),
+                    Some(admin),
+                )
             }
         };
-        let pool = PgPoolOptions::new()
-            .max_connections(open.connections_max)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options.log_statements(tracing::log::LevelFilter::Off))
-            .await
-            .context("cannot connect to PostgreSQL")?;
-        if open.migrate {
-            wharf::migrate::run(&pool)
-                .await
-                .context("cannot bring the database schema up to date")?;
+        let options = options.log_statements(tracing::log::LevelFilter::Off);
+        let target = target(&options);
+        let wait = open.wait;
+        let started = Instant::now();
+        let backoff = wait.backoff();
+        let mut attempt: u32 = 0;
+        let pool = loop {
+            attempt += 1;
+            let tried = async {
+                if let Some(admin) = &admin {
+                    ensure_database(admin.clone(), embedded_database).await?;
+                }
+                attempt_open(&options, open).await
+            };
+            let failed = match tried.await {
+                Ok(pool) => break pool,
+                Err(failed) => failed,
+            };
+            let elapsed_ms = started.elapsed().as_millis() as u64;
+            let left_ms = wait.deadline_ms.saturating_sub(elapsed_ms);
+            if !failed.transient {
+                return Err(failed.error.context(format!("PostgreSQL at {target}")));
+            }
+            if left_ms == 0 {
+                let error = failed.error.context(format!(
+                    "cannot connect to PostgreSQL at {target}: no answer within the start-up deadline \
+                     of {} ms ({attempt} attempt(s))",
+                    wait.deadline_ms
+                ));
+                return Err(error);
+            }
+            let draw = rand::Rng::gen_range(&mut rand::thread_rng(), -1.0..=1.0);
+            let pause_ms = backoff.delay_ms(attempt, draw).min(left_ms).max(1);
+            let error = format!("{:#}", failed.error);
+            tracing::warn!(
+                target = %target,
+                attempt,
+                retry_in_ms = pause_ms,
+                deadline_left_ms = left_ms,
+                error = %error,
+                "waiting for PostgreSQL"
+            );
+            waiting(&format!(
+                "waiting for PostgreSQL at {target} (attempt {attempt}: {error})"
+            ));
+            tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+        };
+        if attempt > 1 {
+            tracing::info!(
+                target = %target,
+                attempts = attempt,
+                waited_ms = started.elapsed().as_millis() as u64,
+                "PostgreSQL answered"
+            );
         }
         Ok(Database { pool, url, cluster })
     }
@@ -106,15 +300,46 @@ impl Database {
     }
 }
 
-async fn ensure_database(admin: PgConnectOptions, name: &str) -> anyhow::Result<()> {
-    let mut conn = PgConnection::connect_with(&admin)
+/// One attempt: a probe connection (which reports the real error, where a pool would retry
+/// a refused connection silently until its own timeout), then the pool, then the migrations.
+async fn attempt_open(options: &PgConnectOptions, open: Open) -> Result<PgPool, Failed> {
+    let attempt = Duration::from_millis(CONNECT_ATTEMPT_MS_MAX);
+    let probe = tokio::time::timeout(attempt, PgConnection::connect_with(options))
         .await
-        .context("cannot connect to the embedded PostgreSQL")?;
+        .map_err(|_| Failed {
+            error: anyhow::anyhow!("no answer within {CONNECT_ATTEMPT_MS_MAX} ms"),
+            transient: true,
+        })?
+        .map_err(|e| Failed::sqlx(e, "cannot connect to PostgreSQL"))?;
+    let _ = probe.close().await;
+    let pool = PgPoolOptions::new()
+        .max_connections(open.connections_max)
+        .acquire_timeout(attempt)
+        .connect_with(options.clone())
+        .await
+        .map_err(|e| Failed::sqlx(e, "cannot connect to PostgreSQL"))?;
+    if open.migrate
+        && let Err(e) = wharf::migrate::run(&pool).await
+    {
+        pool.close().await;
+        let e = sqlx::Error::Migrate(Box::new(e));
+        return Err(Failed::sqlx(
+            e,
+            "cannot bring the database schema up to date",
+        ));
+    }
+    Ok(pool)
+}
+
+async fn ensure_database(admin: PgConnectOptions, name: &str) -> Result<(), Failed> {
+    let connect = |e| Failed::sqlx(e, "cannot connect to the embedded PostgreSQL");
+    let mut conn = PgConnection::connect_with(&admin).await.map_err(connect)?;
     let exists: bool =
         sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
             .bind(name)
             .fetch_one(&mut conn)
-            .await?;
+            .await
+            .map_err(connect)?;
     if !exists {
         // The name is one of our constants, never input.
         let create = format!("CREATE DATABASE {name}");
@@ -128,10 +353,48 @@ async fn ensure_database(admin: PgConnectOptions, name: &str) -> anyhow::Result<
                 .and_then(|d| d.code())
                 .is_some_and(|code| code == "42P04");
             if !made_meanwhile {
-                return Err(e).context("cannot create the wharf database");
+                return Err(Failed::sqlx(e, "cannot create the wharf database"));
             }
         }
     }
-    conn.close().await?;
+    let _ = conn.close().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_passing_troubles_are_retried() {
+        let io = |kind| sqlx::Error::Io(std::io::Error::from(kind));
+        assert!(transient(&io(std::io::ErrorKind::ConnectionRefused)));
+        assert!(transient(&io(std::io::ErrorKind::ConnectionReset)));
+        assert!(transient(&sqlx::Error::PoolTimedOut));
+        assert!(!transient(&sqlx::Error::Configuration("bad".into())));
+        assert!(!transient(&sqlx::Error::Protocol("not postgres".into())));
+        let migrate = |inner| sqlx::Error::Migrate(Box::new(inner));
+        assert!(transient(&migrate(sqlx::migrate::MigrateError::Execute(
+            io(std::io::ErrorKind::ConnectionReset)
+        ))));
+        assert!(!transient(&migrate(
+            sqlx::migrate::MigrateError::VersionMismatch(3)
+        )));
+    }
+
+    #[test]
+    fn backoff_starts_short_and_stays_under_its_cap() {
+        let wait = Wait {
+            deadline_ms: 60_000,
+            retry_ms_max: 5_000,
+        };
+        let b = wait.backoff();
+        assert_eq!(b.delay_ms(1, 0.0), STARTUP_RETRY_MS_MIN);
+        assert_eq!(b.delay_ms(2, 0.0), 2 * STARTUP_RETRY_MS_MIN);
+        for attempt in 1..100 {
+            for draw in [-1.0, 0.0, 1.0] {
+                assert!(b.delay_ms(attempt, draw) <= 5_000);
+            }
+        }
+    }
 }

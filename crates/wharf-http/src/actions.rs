@@ -5,10 +5,17 @@
 //! - `DELETE /v1/subjects/{account}/actions` — erasure.
 //!
 //! Owns the JSON shapes of an action. Every decision is `wharf::outbox`'s.
+//!
+//! Every write runs in its own transaction, committed with [`wharf::commit::commit`], so a
+//! database failure answers with what is known: `unavailable` (nothing was committed) when it
+//! came before COMMIT was sent or the server refused, `outcome-unknown` (retry with the same
+//! idempotency key) when the connection was lost while the COMMIT was in flight. The action an
+//! answer shows is read inside that transaction, so a failure after the commit cannot turn a
+//! committed enqueue into an error.
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{delete, get, post};
 use axum::{Extension, Json, Router};
@@ -19,6 +26,7 @@ use wharf::outbox::{self, ActionRequest, ActionView, Registry};
 
 use crate::auth::OperatorToken;
 use crate::error::{ApiError, CorrelationId};
+use crate::extract::{ApiBody, ApiPath, BodyLimit};
 
 /// Bytes an enqueue request body may have: the largest payload the registry can allow (1 MiB)
 /// plus room for the other fields. The registry's own, usually smaller, bound still applies.
@@ -33,18 +41,18 @@ struct Actions {
 
 /// The outbox admin routes.
 pub fn routes(pool: sqlx::PgPool, registry: Arc<Registry>, token: OperatorToken) -> Router {
-    Router::new()
+    let router = Router::new()
         .route("/v1/actions", post(enqueue))
         .route("/v1/actions/{id}", get(show))
         .route("/v1/actions/{id}/admit", post(admit))
         .route("/v1/actions/{id}/refuse", post(refuse))
         .route("/v1/subjects/{account}/actions", delete(erase))
-        .layer(axum::extract::DefaultBodyLimit::max(ENQUEUE_BODY_BYTES_MAX))
         .with_state(Actions {
             pool,
             registry,
             token,
-        })
+        });
+    BodyLimit::new(ENQUEUE_BODY_BYTES_MAX).on_router(router)
 }
 
 /// The body of `POST /v1/actions`: SPEC §2.1's fields, nothing else.
@@ -126,17 +134,11 @@ async fn enqueue(
     State(actions): State<Actions>,
     Extension(correlation): Extension<CorrelationId>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    ApiBody(body): ApiBody,
 ) -> Result<(StatusCode, Json<ActionJson>), ApiError> {
     actions.token.require(&headers, &correlation)?;
-    let body: EnqueueBody = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-request",
-            format!("invalid enqueue request: {e}"),
-            &correlation,
-        )
-    })?;
+    let body: EnqueueBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::invalid(format!("invalid enqueue request: {e}"), &correlation))?;
     let request = ActionRequest {
         kind: body.kind,
         tenant_id: body.tenant_id,
@@ -150,16 +152,12 @@ async fn enqueue(
         run_at: body.run_at,
         proposed: body.proposed,
     };
-    let mut conn = actions
-        .pool
-        .acquire()
+    let mut tx = begin(&actions, &correlation).await?;
+    let enqueued = outbox::enqueue(&mut tx, &actions.registry, request)
         .await
-        .map_err(|e| ApiError::unavailable(&e, &correlation))?;
-    let enqueued = outbox::enqueue(&mut conn, &actions.registry, request)
-        .await
-        .map_err(|e| outbox_error(e, &correlation))?;
-    drop(conn);
-    let view = find(&actions, enqueued.id, &correlation).await?;
+        .map_err(|e| before_commit(e, &correlation))?;
+    let view = find(&mut *tx, enqueued.id, &correlation).await?;
+    commit(tx, &correlation).await?;
     let status = if enqueued.created {
         StatusCode::CREATED
     } else {
@@ -172,36 +170,42 @@ async fn show(
     State(actions): State<Actions>,
     Extension(correlation): Extension<CorrelationId>,
     headers: HeaderMap,
-    Path(id): Path<i64>,
+    ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<ActionJson>, ApiError> {
     actions.token.require(&headers, &correlation)?;
-    Ok(Json(find(&actions, id, &correlation).await?.into()))
+    Ok(Json(find(&actions.pool, id, &correlation).await?.into()))
 }
 
 async fn admit(
     State(actions): State<Actions>,
     Extension(correlation): Extension<CorrelationId>,
     headers: HeaderMap,
-    Path(id): Path<i64>,
+    ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<ActionJson>, ApiError> {
     actions.token.require(&headers, &correlation)?;
-    let changed = outbox::admit(&actions.pool, id)
+    let mut tx = begin(&actions, &correlation).await?;
+    let changed = outbox::admit(&mut *tx, id)
         .await
-        .map_err(|e| outbox_error(e, &correlation))?;
-    decided(&actions, id, changed, "admitted", &correlation).await
+        .map_err(|e| before_commit(e, &correlation))?;
+    let view = find(&mut *tx, id, &correlation).await?;
+    commit(tx, &correlation).await?;
+    decided(view, changed, "admitted", &correlation)
 }
 
 async fn refuse(
     State(actions): State<Actions>,
     Extension(correlation): Extension<CorrelationId>,
     headers: HeaderMap,
-    Path(id): Path<i64>,
+    ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<ActionJson>, ApiError> {
     actions.token.require(&headers, &correlation)?;
-    let changed = outbox::refuse(&actions.pool, id)
+    let mut tx = begin(&actions, &correlation).await?;
+    let changed = outbox::refuse(&mut *tx, id)
         .await
-        .map_err(|e| outbox_error(e, &correlation))?;
-    decided(&actions, id, changed, "refused", &correlation).await
+        .map_err(|e| before_commit(e, &correlation))?;
+    let view = find(&mut *tx, id, &correlation).await?;
+    commit(tx, &correlation).await?;
+    decided(view, changed, "refused", &correlation)
 }
 
 #[derive(Serialize)]
@@ -213,32 +217,68 @@ async fn erase(
     State(actions): State<Actions>,
     Extension(correlation): Extension<CorrelationId>,
     headers: HeaderMap,
-    Path(account): Path<String>,
+    ApiPath(account): ApiPath<String>,
 ) -> Result<Json<Erased>, ApiError> {
     actions.token.require(&headers, &correlation)?;
-    let deleted = outbox::erase_subject(&actions.pool, &account)
+    // No action can have such a subject (enqueue refuses it), and PostgreSQL would refuse the
+    // parameter with an error a client would be told to retry.
+    crate::extract::nul_free("account", &account, &correlation)?;
+    let mut tx = begin(&actions, &correlation).await?;
+    let deleted = outbox::erase_subject(&mut *tx, &account)
         .await
-        .map_err(|e| outbox_error(e, &correlation))?;
+        .map_err(|e| before_commit(e, &correlation))?;
+    commit(tx, &correlation).await?;
     Ok(Json(Erased { deleted }))
 }
 
-/// After admit/refuse: the action as it is now, 404 when unknown, 409 when it was not a
-/// proposal (admitting twice is not an error worth retrying, but the caller should know).
-async fn decided(
+/// A transaction for one admin write. Failing to begin one committed nothing.
+async fn begin(
     actions: &Actions,
-    id: i64,
+    correlation: &CorrelationId,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, ApiError> {
+    actions
+        .pool
+        .begin()
+        .await
+        .map_err(|e| ApiError::not_committed(&e, correlation))
+}
+
+/// Commits an admin write, answering a failure with what is known of its outcome.
+async fn commit(
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    correlation: &CorrelationId,
+) -> Result<(), ApiError> {
+    wharf::commit::commit(tx)
+        .await
+        .map_err(|e| ApiError::commit(&e, correlation))
+}
+
+/// An error inside a transaction whose COMMIT was not sent: a database failure there committed
+/// nothing; every other error maps as [`outbox_error`] says.
+fn before_commit(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
+    match error {
+        outbox::Error::Database(e) => {
+            ApiError::commit(&wharf::commit::CommitError::before_commit(e), correlation)
+        }
+        other => outbox_error(other, correlation),
+    }
+}
+
+/// After admit/refuse: the action as it is now (404 when unknown), or 409 when it was not a
+/// proposal (admitting twice is not an error worth retrying, but the caller should know).
+fn decided(
+    view: ActionView,
     changed: bool,
     verb: &str,
     correlation: &CorrelationId,
 ) -> Result<Json<ActionJson>, ApiError> {
-    let view = find(actions, id, correlation).await?;
     if !changed {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "not-proposed",
             format!(
-                "action {id} is {} and cannot be {verb}; only a PROPOSED action can",
-                view.state
+                "action {} is {} and cannot be {verb}; only a PROPOSED action can",
+                view.id, view.state
             ),
             correlation,
         ));
@@ -246,14 +286,16 @@ async fn decided(
     Ok(Json(view.into()))
 }
 
-async fn find(
-    actions: &Actions,
+/// Reads one action, 404 when there is none. A read commits nothing, so a database failure is
+/// `unavailable` (inside a write's transaction, that transaction is not committed yet either).
+async fn find<'c>(
+    executor: impl sqlx::PgExecutor<'c>,
     id: i64,
     correlation: &CorrelationId,
 ) -> Result<ActionView, ApiError> {
-    outbox::get(&actions.pool, id)
+    outbox::get(executor, id)
         .await
-        .map_err(|e| outbox_error(e, correlation))?
+        .map_err(|e| before_commit(e, correlation))?
         .ok_or_else(|| {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -265,7 +307,8 @@ async fn find(
 }
 
 /// The outbox's errors as answers: the caller's mistakes are 4xx with the rule named;
-/// everything else is opaque.
+/// everything else is opaque. A database error here is `outcome-unknown`, since this function
+/// cannot tell whether it came before a commit; callers that know map it themselves.
 pub fn outbox_error(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
     match error {
         outbox::Error::UnknownKind(kind) => ApiError::new(
@@ -292,7 +335,7 @@ pub fn outbox_error(error: outbox::Error, correlation: &CorrelationId) -> ApiErr
             format!("the idempotency key belongs to action {existing_id} with different content"),
             correlation,
         ),
-        outbox::Error::Database(e) => ApiError::unavailable(&e, correlation),
+        outbox::Error::Database(e) => ApiError::outcome_unknown(&e, correlation),
         other => ApiError::internal(&other, correlation),
     }
 }

@@ -3,7 +3,7 @@
 //! Readable with a credential of that tenant, or with the operator token; never across
 //! tenants. Keyset-paginated (at most 100 a page), showing stable error codes only.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
@@ -12,6 +12,7 @@ use wharf::outbound::{self, Cursor, DeadLetter};
 
 use crate::auth::{OperatorToken, bearer};
 use crate::error::{ApiError, CorrelationId};
+use crate::extract::{ApiPath, ApiQuery};
 
 #[derive(Clone)]
 struct DeadLetters {
@@ -46,18 +47,12 @@ async fn list(
     State(state): State<DeadLetters>,
     Extension(correlation): Extension<CorrelationId>,
     headers: HeaderMap,
-    Path((tenant, project)): Path<(String, String)>,
-    query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath((tenant, project)): ApiPath<(String, String)>,
+    query: Result<ApiQuery<PageQuery>, ApiError>,
 ) -> Result<Json<PageJson>, ApiError> {
     authorize(&state, &headers, &tenant, &correlation).await?;
-    let Query(query) = query.map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-request",
-            e.body_text(),
-            &correlation,
-        )
-    })?;
+    // The query is judged after the credential: a stranger learns nothing from its errors.
+    let ApiQuery(query) = query?;
     let after = query
         .after
         .as_deref()
@@ -95,7 +90,8 @@ async fn authorize(
     let token = bearer(headers).ok_or_else(unauthorized)?;
     let identity = wharf::inbox::authenticate(&state.pool, token)
         .await
-        .map_err(|e| ApiError::unavailable(&e, correlation))?
+        // A credential lookup only reads: nothing was committed.
+        .map_err(|e| ApiError::not_committed(&e, correlation))?
         .ok_or_else(unauthorized)?;
     if identity.tenant() != tenant {
         // Another tenant's credential: say no without saying whether the tenant exists.
@@ -111,13 +107,11 @@ async fn authorize(
 
 fn outbound_error(error: outbound::Error, correlation: &CorrelationId) -> ApiError {
     match error {
-        outbound::Error::Invalid { .. } | outbound::Error::InvalidCursor => ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-request",
-            error.to_string(),
-            correlation,
-        ),
-        outbound::Error::Database(e) => ApiError::unavailable(&e, correlation),
+        outbound::Error::Invalid { .. } | outbound::Error::InvalidCursor => {
+            ApiError::invalid(error.to_string(), correlation)
+        }
+        // Listing dead letters only reads: nothing was committed.
+        outbound::Error::Database(e) => ApiError::not_committed(&e, correlation),
         other => ApiError::internal(&other, correlation),
     }
 }

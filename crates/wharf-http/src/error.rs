@@ -1,14 +1,25 @@
 //! The one place where errors become HTTP responses.
 //!
-//! Every error answer is `{"code", "reason", "correlation_id"}`. Internal failures answer an
-//! opaque 500 (or 503 where a retry is safe and useful) and log the detail under the same
-//! correlation id, so an operator can find it and a client learns nothing it should not.
+//! Every error answer is `{"code", "reason", "correlation_id"}` — a handler's refusal, an
+//! extractor's rejection ([`crate::extract`]), a body over its limit, an unknown route (404) and
+//! a wrong method (405) alike. Internal failures answer an opaque 500 and log the detail under
+//! the same correlation id, so an operator can find it and a client learns nothing it should not.
+//!
+//! A database failure answers 503 and says only what is known of the write
+//! ([`wharf::commit`]): `unavailable` — nothing was committed, a retry is safe — when it provably
+//! was not (the failure came before COMMIT was sent, or the server refused the statement), else
+//! `outcome-unknown` — it may have committed; retry with the same idempotency key, which answers
+//! with the committed result if there is one.
 
-use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode};
+use std::convert::Infallible;
+
+use axum::extract::{FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use wharf::commit::{CommitError, Committed};
 
 /// The header that carries a request's correlation id, in and out.
 pub const CORRELATION_HEADER: &str = "x-correlation-id";
@@ -16,7 +27,20 @@ pub const CORRELATION_HEADER: &str = "x-correlation-id";
 /// Bytes a caller-supplied correlation id may have; longer ones are replaced.
 pub const CORRELATION_ID_BYTES_MAX: usize = 64;
 
+/// The code of a 503 after which nothing was committed: retrying is safe.
+pub const CODE_UNAVAILABLE: &str = "unavailable";
+/// The code of a 503 after which the write may have committed: retry with the same
+/// idempotency key (or the same envelope) to learn the outcome.
+pub const CODE_OUTCOME_UNKNOWN: &str = "outcome-unknown";
+/// The reason of a [`CODE_UNAVAILABLE`] answer.
+pub const REASON_NOT_COMMITTED: &str = "temporarily unavailable; nothing was committed, retry";
+/// The reason of a [`CODE_OUTCOME_UNKNOWN`] answer.
+pub const REASON_OUTCOME_UNKNOWN: &str = "temporarily unavailable; the outcome is unknown (it may have been committed), retry with the same idempotency key";
+
 /// A request's correlation id: the caller's `x-correlation-id` when it is sane, else a new ULID.
+///
+/// Also an extractor: a handler (or a fallback) that takes it gets the id [`correlate`] chose,
+/// or a fresh one when the router was served without that layer — never a rejection.
 #[derive(Debug, Clone)]
 pub struct CorrelationId(pub String);
 
@@ -32,6 +56,23 @@ impl CorrelationId {
             })
             .map(str::to_owned);
         CorrelationId(supplied.unwrap_or_else(|| ulid::Ulid::new().to_string()))
+    }
+
+    /// The request's id: the one [`correlate`] stored, else one from its header.
+    pub fn of(parts: &Parts) -> CorrelationId {
+        parts
+            .extensions
+            .get::<CorrelationId>()
+            .cloned()
+            .unwrap_or_else(|| CorrelationId::from_header(parts.headers.get(CORRELATION_HEADER)))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for CorrelationId {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(CorrelationId::of(parts))
     }
 }
 
@@ -57,6 +98,9 @@ pub struct ApiError {
     pub reason: String,
     /// The request's correlation id.
     pub correlation_id: String,
+    /// Headers the answer carries besides the JSON content type (`Retry-After`,
+    /// `WWW-Authenticate`).
+    headers: HeaderMap,
 }
 
 #[derive(Serialize)]
@@ -79,7 +123,19 @@ impl ApiError {
             code,
             reason: reason.into(),
             correlation_id: correlation.0.clone(),
+            headers: HeaderMap::new(),
         }
+    }
+
+    /// The same answer with one more header.
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> ApiError {
+        self.headers.insert(name, value);
+        self
+    }
+
+    /// The headers set with [`ApiError::with_header`].
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
     }
 
     /// An opaque internal failure: the detail goes to the log, never to the client.
@@ -93,14 +149,69 @@ impl ApiError {
         )
     }
 
-    /// The database or another dependency is unavailable; nothing was committed, so a retry
-    /// is safe.
-    pub fn unavailable(detail: &dyn std::fmt::Display, correlation: &CorrelationId) -> ApiError {
-        tracing::warn!(correlation_id = %correlation.0, error = %detail, "unavailable");
+    /// The database is unavailable and provably nothing was committed (a read, or a failure
+    /// before COMMIT was sent, or a statement the server refused): 503 `unavailable`, a retry is
+    /// safe.
+    pub fn not_committed(detail: &dyn std::fmt::Display, correlation: &CorrelationId) -> ApiError {
+        tracing::warn!(correlation_id = %correlation.0, error = %detail, "unavailable; nothing was committed");
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "temporarily unavailable; nothing was committed, retry",
+            CODE_UNAVAILABLE,
+            REASON_NOT_COMMITTED,
+            correlation,
+        )
+    }
+
+    /// The database failed while a write may have been committing (the connection was lost
+    /// during or after COMMIT, or nobody can tell): 503 `outcome-unknown`, retry with the same
+    /// idempotency key.
+    pub fn outcome_unknown(
+        detail: &dyn std::fmt::Display,
+        correlation: &CorrelationId,
+    ) -> ApiError {
+        tracing::warn!(correlation_id = %correlation.0, error = %detail, "unavailable; the outcome is unknown");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            CODE_OUTCOME_UNKNOWN,
+            REASON_OUTCOME_UNKNOWN,
+            correlation,
+        )
+    }
+
+    /// The 503 that says what `committed` knows: [`ApiError::not_committed`] or
+    /// [`ApiError::outcome_unknown`]. The inbox's answers use this with their own knowledge.
+    pub fn unavailable(
+        committed: Committed,
+        detail: &dyn std::fmt::Display,
+        correlation: &CorrelationId,
+    ) -> ApiError {
+        match committed {
+            Committed::No => ApiError::not_committed(detail, correlation),
+            _ => ApiError::outcome_unknown(detail, correlation),
+        }
+    }
+
+    /// A failed commit as an answer.
+    pub fn commit(error: &CommitError, correlation: &CorrelationId) -> ApiError {
+        ApiError::unavailable(error.committed(), error, correlation)
+    }
+
+    /// 413: the body is (or announces itself) larger than `bytes_max`.
+    pub fn too_large(reason: impl Into<String>, correlation: &CorrelationId) -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload-too-large",
+            reason,
+            correlation,
+        )
+    }
+
+    /// 400 with the rule the request broke.
+    pub fn invalid(reason: impl Into<String>, correlation: &CorrelationId) -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-request",
+            reason,
             correlation,
         )
     }
@@ -113,6 +224,78 @@ impl IntoResponse for ApiError {
             reason: &self.reason,
             correlation_id: &self.correlation_id,
         };
-        (self.status, axum::Json(body)).into_response()
+        let mut response = (self.status, axum::Json(body)).into_response();
+        response.headers_mut().extend(self.headers);
+        response
+    }
+}
+
+/// The router's answer for a path no route matches: 404 in the one shape.
+pub async fn not_found(correlation: CorrelationId) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not-found",
+        "no such route; see /openapi.json",
+        &correlation,
+    )
+}
+
+/// The router's answer for a known path with a method it does not serve: 405 in the one shape
+/// (the router adds the `Allow` header).
+pub async fn method_not_allowed(correlation: CorrelationId) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        "this route does not serve that method; see the Allow header",
+        &correlation,
+    )
+}
+
+/// `WWW-Authenticate: Bearer`, for 401 answers to bearer-authenticated routes.
+pub fn bearer_challenge(error: ApiError) -> ApiError {
+    error.with_header(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_answer_has_the_one_shape_and_its_headers() {
+        let correlation = CorrelationId("c-1".into());
+        let error = ApiError::too_large("body-too-large", &correlation)
+            .with_header(header::RETRY_AFTER, HeaderValue::from(3u64));
+        let response = error.into_response();
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "3");
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        let body = axum::body::to_bytes(response.into_body(), 1024)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"code": "payload-too-large", "reason": "body-too-large",
+                               "correlation_id": "c-1"})
+        );
+    }
+
+    #[test]
+    fn a_503_says_only_what_is_known() {
+        let correlation = CorrelationId("c".into());
+        let unknown = ApiError::unavailable(Committed::Unknown, &"reset", &correlation);
+        assert_eq!(
+            (unknown.status, unknown.code),
+            (StatusCode::SERVICE_UNAVAILABLE, CODE_OUTCOME_UNKNOWN)
+        );
+        assert!(unknown.reason.contains("outcome is unknown"));
+        assert!(unknown.reason.contains("same idempotency key"));
+        assert!(!unknown.reason.contains("nothing was committed"));
+        let not = ApiError::unavailable(Committed::No, &"refused", &correlation);
+        assert_eq!(
+            (not.status, not.code),
+            (StatusCode::SERVICE_UNAVAILABLE, CODE_UNAVAILABLE)
+        );
+        assert!(not.reason.contains("nothing was committed"));
     }
 }

@@ -4,8 +4,8 @@
 //! - `POST /v1/tenants/{tenant}/projects/{project}/envelopes:batch` — `{"envelopes": [ … ]}`,
 //!   many envelopes of one stream.
 //!
-//! Owns: the body limit (checked from `Content-Length` before a byte is read, and again while
-//! reading), the peer address, the JSON shapes, and the status codes. Every rule — limits,
+//! Owns: the body limit ([`BodyLimit`]: refused from `Content-Length` before a byte is read, and
+//! reading stops at the limit otherwise), the peer address, the JSON shapes, and the status codes. Every rule — limits,
 //! authentication, routes, keys, outcomes — is [`wharf::inbox::Inbox`]'s; a handler passes the
 //! raw body through untouched, because the signature covers the bytes as sent.
 //!
@@ -14,8 +14,11 @@
 //!   with the outcome's status (200, 409, 422);
 //! - batch decided: 200 `{"correlation_id", "acknowledged_sequence", "results": [{"index",
 //!   "outcome", "reason", "event_id"?, "producer_sequence"?, "original"?}]}`;
-//! - not decided: `{"code", "reason", "correlation_id"}` with 401 (`WWW-Authenticate: Bearer`),
-//!   413, 429 (`Retry-After`) or 503. Both endpoints answer a limited request the same way:
+//! - not decided: `{"code", "reason", "correlation_id"}` through [`ApiError`], with 401
+//!   (`WWW-Authenticate: Bearer`), 413, 429 (`Retry-After`) or 503. The inbox's database
+//!   failures answer `outcome-unknown` (retry the same envelope: a committed one answers
+//!   `ignore-duplicate`), since the inbox does not yet say whether its commit was sent; the
+//!   inbox can answer `unavailable` through [`ApiError::unavailable`] once it knows. Both endpoints answer a limited request the same way:
 //!   429 `identity-limited` with `Retry-After`. A batch costs the identity limiter one token per
 //!   envelope, so it is 429 when the bucket cannot cover all of it (nothing decided, nothing
 //!   spent), and 413 `batch-over-burst` when it holds more envelopes than the burst, which no
@@ -28,18 +31,18 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::connect_info::ConnectInfo;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
 use serde::Serialize;
+use wharf::commit::Committed;
 use wharf::inbox::{BatchResponse, Inbox, Original, Response as Answer, Route, Status};
 
-use crate::error::CorrelationId;
+use crate::error::{ApiError, CorrelationId};
+use crate::extract::{ApiBody, ApiPath, BodyLimit};
 
 /// The single-envelope route.
 pub const SINGLE_PATH: &str = "/v1/tenants/{tenant}/projects/{project}/envelopes";
@@ -51,14 +54,8 @@ pub fn routes(inbox: Arc<Inbox>) -> Router {
     let single_max = inbox.config().body_bytes_max;
     let batch_max = inbox.config().batch_body_bytes_max;
     Router::new()
-        .route(
-            SINGLE_PATH,
-            post(single).layer(DefaultBodyLimit::max(single_max)),
-        )
-        .route(
-            BATCH_PATH,
-            post(batch).layer(DefaultBodyLimit::max(batch_max)),
-        )
+        .route(SINGLE_PATH, BodyLimit::new(single_max).on(post(single)))
+        .route(BATCH_PATH, BodyLimit::new(batch_max).on(post(batch)))
         .with_state(inbox)
 }
 
@@ -107,13 +104,6 @@ struct BatchJson<'a> {
     results: Vec<ItemJson<'a>>,
 }
 
-#[derive(Serialize)]
-struct ErrorJson<'a> {
-    code: &'a str,
-    reason: &'a str,
-    correlation_id: &'a str,
-}
-
 fn status_code(code: u16) -> StatusCode {
     StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
@@ -133,47 +123,32 @@ fn answer(a: &Answer) -> Response {
             }),
         )
             .into_response(),
-        _ => {
-            let mut response = (
-                status,
-                Json(ErrorJson {
-                    code: a.status.as_str(),
-                    reason: a.reason,
-                    correlation_id: &a.correlation_id,
-                }),
-            )
-                .into_response();
-            let headers = response.headers_mut();
-            if let Some(seconds) = a.retry_after_s {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-            }
-            if a.status == Status::Unauthenticated {
-                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            response
-        }
+        _ => not_decided(a).into_response(),
     }
 }
 
-fn too_large(correlation: &CorrelationId) -> Response {
-    (
-        StatusCode::PAYLOAD_TOO_LARGE,
-        Json(ErrorJson {
-            code: Status::TooLarge.as_str(),
-            reason: "body-too-large",
-            correlation_id: &correlation.0,
-        }),
-    )
-        .into_response()
-}
-
-/// SPEC §3.4 step 0: refuse by the announced length before reading anything.
-fn announced_too_large(headers: &HeaderMap, max: usize) -> bool {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|len| len > max as u64)
+/// An answer that decided nothing, in the one error shape.
+fn not_decided(a: &Answer) -> ApiError {
+    let correlation = CorrelationId(a.correlation_id.clone());
+    if a.status == Status::Unavailable {
+        // The inbox logged the detail under this correlation id. It does not say (yet) whether
+        // the failure came before its COMMIT was sent, so the answer may not claim that nothing
+        // was committed.
+        return ApiError::unavailable(Committed::Unknown, &a.reason, &correlation);
+    }
+    let mut error = ApiError::new(
+        status_code(a.status.http_status()),
+        a.status.as_str(),
+        a.reason,
+        &correlation,
+    );
+    if let Some(seconds) = a.retry_after_s {
+        error = error.with_header(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    if a.status == Status::Unauthenticated {
+        error = crate::error::bearer_challenge(error);
+    }
+    error
 }
 
 fn peer(connect: Option<Extension<ConnectInfo<SocketAddr>>>) -> IpAddr {
@@ -185,38 +160,14 @@ fn peer(connect: Option<Extension<ConnectInfo<SocketAddr>>>) -> IpAddr {
     )
 }
 
-/// The answer for a body that could not be read (`status` is the rejection's).
-fn unreadable(status: StatusCode, correlation: &CorrelationId) -> Response {
-    if status == StatusCode::PAYLOAD_TOO_LARGE {
-        return too_large(correlation);
-    }
-    // The client went away or sent a broken stream: nothing to decide, nothing stored.
-    (
-        status,
-        Json(ErrorJson {
-            code: "bad-request",
-            reason: "body-unreadable",
-            correlation_id: &correlation.0,
-        }),
-    )
-        .into_response()
-}
-
 async fn single(
     State(inbox): State<Arc<Inbox>>,
-    Path((tenant, project)): Path<(String, String)>,
+    ApiPath((tenant, project)): ApiPath<(String, String)>,
     Extension(correlation): Extension<CorrelationId>,
     connect: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    ApiBody(body): ApiBody,
 ) -> Response {
-    if announced_too_large(&headers, inbox.config().body_bytes_max) {
-        return too_large(&correlation);
-    }
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return unreadable(rejection.status(), &correlation),
-    };
     let bearer = crate::auth::bearer(&headers).unwrap_or_default();
     let a = inbox
         .ingest_correlated(
@@ -232,19 +183,12 @@ async fn single(
 
 async fn batch(
     State(inbox): State<Arc<Inbox>>,
-    Path((tenant, project)): Path<(String, String)>,
+    ApiPath((tenant, project)): ApiPath<(String, String)>,
     Extension(correlation): Extension<CorrelationId>,
     connect: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    ApiBody(body): ApiBody,
 ) -> Response {
-    if announced_too_large(&headers, inbox.config().batch_body_bytes_max) {
-        return too_large(&correlation);
-    }
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return unreadable(rejection.status(), &correlation),
-    };
     let bearer = crate::auth::bearer(&headers).unwrap_or_default();
     let b: BatchResponse = inbox
         .ingest_batch_correlated(

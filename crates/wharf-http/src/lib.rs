@@ -1,8 +1,10 @@
 //! wharf's HTTP API as axum routers.
 //!
-//! Owns: routing, request and response shapes, status codes, the body limit, the operator-token
-//! check, and the one mapping from errors to responses ([`error`]). Every route module exposes a
-//! `routes(...) -> Router` that carries its own state; the binary merges them with [`app`].
+//! Owns: routing, request and response shapes, status codes, the body limit ([`extract`]), the
+//! operator-token check, the start-up gate ([`health::Startup`]), and the one mapping from errors
+//! to responses ([`error`]). Every route module exposes a `routes(...) -> Router` that carries
+//! its own state; the binary merges them with [`app`], which answers unknown routes (404) and
+//! wrong methods (405) in the same JSON shape as every other error.
 //!
 //! Must not know: any business rule. A handler parses, calls one library function of the
 //! `wharf` crate, and maps the result. It never writes SQL.
@@ -11,16 +13,20 @@ pub mod actions;
 pub mod auth;
 pub mod dead_letters;
 pub mod error;
+pub mod extract;
 pub mod health;
 pub mod ingest;
 pub mod openapi;
 
 use axum::Router;
 
-/// Merges route modules into one application, with the layers every route shares.
+/// Merges route modules into one application, with the fallbacks and layers every route shares.
 pub fn app(routers: impl IntoIterator<Item = Router>) -> Router {
     routers
         .into_iter()
         .fold(Router::new(), Router::merge)
+        // Both set after the merge: the 405 fallback reaches only the routes already present.
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .fallback(error::not_found)
         .layer(axum::middleware::from_fn(error::correlate))
 }

@@ -10,11 +10,15 @@
 //! application's database without touching its tables. Every SQL statement is a `.sql` file in
 //! this crate's `sql/` folder, called from one small function in [`store`].
 //!
+//! A write that fails says what is known of its outcome ([`commit`]): nothing committed, or
+//! unknown (retry with the same idempotency key).
+//!
 //! The rules themselves (lifecycle, backoff, canonical JSON, the inbox decision) live in the
 //! IO-free `wharf-core` crate, re-exported as [`core`].
 
 pub use wharf_core as core;
 
+pub mod commit;
 pub mod inbox;
 pub mod migrate;
 pub mod outbound;

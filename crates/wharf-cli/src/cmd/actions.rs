@@ -189,6 +189,7 @@ pub async fn drain(config: &Config, _args: DrainArgs) -> anyhow::Result<()> {
         Open {
             migrate: true,
             connections_max: 8,
+            wait: crate::db::Wait::ONCE,
         },
     )
     .await?;

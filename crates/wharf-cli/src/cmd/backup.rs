@@ -40,6 +40,7 @@ pub async fn backup(config: &Config, args: BackupArgs) -> anyhow::Result<()> {
         Open {
             migrate: false,
             connections_max: 1,
+            wait: crate::db::Wait::ONCE,
         },
     )
     .await?;

@@ -1,4 +1,7 @@
 //! `wharf serve`, `wharf work` and `wharf migrate`: composition of the server and the executor.
+//!
+//! `serve` and `work` wait for an unreachable database at start-up (see [`crate::db`]);
+//! meanwhile `serve` already listens, answering `/healthz` and 503 `starting` on `/readyz`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,7 +11,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 use crate::compose;
 use crate::config::Config;
-use crate::db::{Database, Open};
+use crate::db::{Database, Open, Wait};
 use crate::shutdown::Stop;
 
 /// Where `serve` listens when nothing else is said: loopback only, so a first run exposes
@@ -32,6 +35,15 @@ fn pool_size(config: &Config) -> anyhow::Result<u32> {
     Ok((SERVE_CONNECTIONS_BASE + executor.concurrency_max.div_ceil(2)).min(SERVE_CONNECTIONS_MAX))
 }
 
+/// How long `serve` and `work` wait for their database at start-up.
+#[derive(Debug, clap::Args)]
+pub struct StartupArgs {
+    /// Milliseconds to keep retrying an unreachable database at start-up before giving up
+    /// (0: one attempt) [default: `[startup] deadline_ms`, else 300000].
+    #[arg(long, value_name = "MS")]
+    startup_deadline_ms: Option<u64>,
+}
+
 /// `wharf serve` options.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -49,11 +61,16 @@ pub struct ServeArgs {
     /// Serve HTTP only; run no executor in this process.
     #[arg(long)]
     no_executor: bool,
+    #[command(flatten)]
+    startup: StartupArgs,
 }
 
 /// `wharf work` options.
 #[derive(Debug, clap::Args)]
-pub struct WorkArgs {}
+pub struct WorkArgs {
+    #[command(flatten)]
+    startup: StartupArgs,
+}
 
 /// The `[serve]` table of the configuration file.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -63,85 +80,125 @@ struct ServeSection {
     operator_token: Option<String>,
 }
 
-/// `wharf serve`.
+/// `wharf serve`: listens at once, answering `/healthz` and (503 `starting`) everything else
+/// while it waits for the database; then serves the full API and runs the executor.
 pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     let section: ServeSection = config.section("serve")?;
     let listen = args
         .listen
         .or(section.listen)
         .unwrap_or_else(|| LISTEN_DEFAULT.parse().expect("the default address parses"));
+    // Everything the configuration can get wrong is refused before listening.
+    let wait = Wait::from_config(config, args.startup.startup_deadline_ms)?;
     let prometheus = install_prometheus()?;
     let registry = Arc::new(compose::registry(config)?);
-    let db = Database::open(
-        config,
-        Open {
-            migrate: true,
-            connections_max: pool_size(config)?,
-        },
-    )
-    .await?;
-    let executor = compose::executor(config, db.pool.clone(), registry.clone())?;
+    compose::executor_config(config)?
+        .validate(&registry)
+        .context("invalid [executor] configuration")?;
     let operator_token =
         wharf_http::auth::OperatorToken::new(args.operator_token.or(section.operator_token));
     let inbox_settings: wharf::inbox::InboxSettings = config.section("inbox")?;
-    let inbox = Arc::new(wharf::inbox::Inbox::new(
-        db.pool.clone(),
-        inbox_settings
-            .into_config()
-            .context("invalid [inbox] configuration")?,
-    ));
+    let inbox_config = inbox_settings
+        .into_config()
+        .context("invalid [inbox] configuration")?;
+    let open = Open {
+        migrate: true,
+        connections_max: pool_size(config)?,
+        wait,
+    };
 
-    let routers = vec![
-        wharf_http::health::routes(db.pool.clone(), Some(prometheus)),
-        wharf_http::openapi::routes(),
-        wharf_http::actions::routes(db.pool.clone(), registry.clone(), operator_token.clone()),
-        wharf_http::dead_letters::routes(db.pool.clone(), operator_token.clone()),
-        wharf_http::ingest::routes(inbox),
-        // Route modules are added above this line, one entry each.
-    ];
-    let app = wharf_http::app(routers);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    tracing::info!(address = %listener.local_addr()?, "wharf serving");
+    tracing::info!(address = %listener.local_addr()?, "wharf serving; waiting for the database");
+    let startup = wharf_http::health::Startup::new(match &config.database_url {
+        Some(_) => "connecting to PostgreSQL".to_owned(),
+        None => "starting the embedded PostgreSQL".to_owned(),
+    });
 
     let stop = Stop::on_signal();
     let http = axum::serve(
         listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
+        startup
+            .router()
+            .into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(stop.clone().wait());
     let work = async {
-        if args.no_executor {
-            stop.clone().wait().await;
-            return Ok(());
+        let waiting = |what: &str| startup.waiting_for(what);
+        let opened = tokio::select! {
+            opened = Database::open_waiting(config, open, &waiting) => opened,
+            () = stop.clone().wait() => return (None, Ok(())),
+        };
+        let db = match opened {
+            Ok(db) => db,
+            Err(e) => {
+                // A server that cannot reach its database by the deadline exits non-zero, so a
+                // supervisor sees it and restarts it (or an operator fixes the URL).
+                stop.trigger();
+                return (None, Err(e));
+            }
+        };
+        let ran: anyhow::Result<()> = async {
+            let executor = compose::executor(config, db.pool.clone(), registry.clone())?;
+            let inbox = Arc::new(wharf::inbox::Inbox::new(db.pool.clone(), inbox_config));
+            let routers = vec![
+                wharf_http::health::routes(db.pool.clone(), Some(prometheus)),
+                wharf_http::openapi::routes(),
+                wharf_http::actions::routes(
+                    db.pool.clone(),
+                    registry.clone(),
+                    operator_token.clone(),
+                ),
+                wharf_http::dead_letters::routes(db.pool.clone(), operator_token.clone()),
+                wharf_http::ingest::routes(inbox),
+                // Route modules are added above this line, one entry each.
+            ];
+            startup.ready(wharf_http::app(routers));
+            tracing::info!("wharf ready");
+            if args.no_executor {
+                stop.clone().wait().await;
+                return Ok(());
+            }
+            executor
+                .run(stop.clone().wait())
+                .await
+                .context("the executor failed")
         }
-        let worked = executor.run(stop.clone().wait()).await;
-        if worked.is_err() {
+        .await;
+        if ran.is_err() {
             // A server that takes actions but never runs them is worse than none: stop
             // serving too, and exit non-zero.
             stop.trigger();
         }
-        worked
+        (Some(db), ran)
     };
-    let (served, worked) = tokio::join!(http, work);
-    let closed = db.close().await;
+    let (served, (db, worked)) = tokio::join!(http, work);
+    let closed = match db {
+        Some(db) => db.close().await,
+        None => Ok(()),
+    };
     served.context("the HTTP server failed")?;
-    worked.context("the executor failed")?;
+    worked?;
     closed
 }
 
-/// `wharf work`.
-pub async fn work(config: &Config, _args: WorkArgs) -> anyhow::Result<()> {
+/// `wharf work`: waits for the database (logging every failed attempt), then runs the executor.
+pub async fn work(config: &Config, args: WorkArgs) -> anyhow::Result<()> {
+    let wait = Wait::from_config(config, args.startup.startup_deadline_ms)?;
     let registry = Arc::new(compose::registry(config)?);
-    let db = Database::open(
-        config,
-        Open {
-            migrate: true,
-            connections_max: pool_size(config)?,
-        },
-    )
-    .await?;
+    compose::executor_config(config)?
+        .validate(&registry)
+        .context("invalid [executor] configuration")?;
+    let open = Open {
+        migrate: true,
+        connections_max: pool_size(config)?,
+        wait,
+    };
+    let db = tokio::select! {
+        db = Database::open(config, open) => db?,
+        () = crate::shutdown::signal() => return Ok(()),
+    };
     let executor = compose::executor(config, db.pool.clone(), registry)?;
     tracing::info!("wharf working");
     let worked = executor.run(Stop::on_signal().wait()).await;
@@ -157,6 +214,7 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
         Open {
             migrate: true,
             connections_max: 2,
+            wait: Wait::ONCE,
         },
     )
     .await?;
@@ -164,8 +222,30 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     db.close().await
 }
 
+/// Bucket bounds, in seconds, of every latency histogram (`*_seconds`): from half a
+/// millisecond (a claim on an idle database) to two minutes (the longest provider call a kind
+/// may allow is well inside it), about three buckets a decade, so a p99 is read within a factor
+/// of about two and a half anywhere in that range. Histograms, unlike the exporter's default
+/// summaries, add up across replicas.
+pub const LATENCY_BUCKETS_SECONDS: [f64; 18] = [
+    0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 90.0, 120.0,
+];
+
 fn install_prometheus() -> anyhow::Result<PrometheusHandle> {
-    PrometheusBuilder::new()
+    prometheus_builder()?
         .install_recorder()
         .context("cannot install the metrics recorder")
+}
+
+/// The exporter as `serve` installs it: every `*_seconds` histogram with
+/// [`LATENCY_BUCKETS_SECONDS`] (gauges and counters are not histograms, so the suffix leaves
+/// them alone).
+pub fn prometheus_builder() -> anyhow::Result<PrometheusBuilder> {
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Suffix("_seconds".to_owned()),
+            &LATENCY_BUCKETS_SECONDS,
+        )
+        .context("invalid histogram buckets")
 }

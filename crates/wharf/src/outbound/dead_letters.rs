@@ -134,6 +134,11 @@ fn check_scope_part(field: &'static str, value: &str) -> Result<(), Error> {
             format!("an explicit 1..={SCOPE_BYTES_MAX}-byte value is required"),
         ));
     }
+    // PostgreSQL text cannot hold U+0000: such a scope names nothing, and the query would fail
+    // with a database error a client would be told to retry.
+    if value.contains('\0') {
+        return Err(Error::invalid(field, "must not contain U+0000 (NUL)"));
+    }
     Ok(())
 }
 

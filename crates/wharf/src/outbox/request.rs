@@ -95,7 +95,77 @@ fn bounded(field: &'static str, value: &str, max: usize) -> Result<(), Error> {
             rule: format!("must be 1..={max} bytes, is {}", value.len()),
         });
     }
+    nul_free(field, value)
+}
+
+/// What a NUL refusal says: PostgreSQL's `text` and `jsonb` cannot hold U+0000, so the insert
+/// would fail on every retry. Refused here, before any SQL, as the bad input it is.
+const NUL_RULE: &str = "must not contain U+0000 (NUL), which PostgreSQL cannot store";
+
+fn nul_free(field: &'static str, value: &str) -> Result<(), Error> {
+    if value.contains('\0') {
+        return Err(Error::Invalid {
+            field,
+            rule: NUL_RULE.to_owned(),
+        });
+    }
     Ok(())
+}
+
+/// Bytes of a JSON pointer a NUL refusal names; a longer one is cut (keys are the caller's).
+const POINTER_BYTES_MAX: usize = 128;
+
+/// Refuses a NUL in any string of the payload, key or value, naming where (as a JSON pointer).
+/// Runs after the canonical writer, which bounds the depth this recursion can reach.
+fn payload_nul_free(value: &Value, pointer: &mut String) -> Result<(), Error> {
+    let refuse = |pointer: &str, what: &str| {
+        let mut at = pointer.to_owned();
+        if at.len() > POINTER_BYTES_MAX {
+            let mut cut = POINTER_BYTES_MAX;
+            while !at.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            at.truncate(cut);
+            at.push('…');
+        }
+        let at = if at.is_empty() { "/".to_owned() } else { at };
+        Err(Error::Invalid {
+            field: "payload",
+            rule: format!("{NUL_RULE}; found in the {what} at {at}"),
+        })
+    };
+    match value {
+        Value::String(s) if s.contains('\0') => refuse(pointer, "string"),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = pointer.len();
+                pointer.push('/');
+                pointer.push_str(&i.to_string());
+                payload_nul_free(item, pointer)?;
+                pointer.truncate(len);
+            }
+            Ok(())
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                let len = pointer.len();
+                pointer.push('/');
+                // A NUL in the pointer itself is written as its escape, so the refusal holds none.
+                pointer.push_str(
+                    &key.replace('~', "~0")
+                        .replace('/', "~1")
+                        .replace('\0', "\\u0000"),
+                );
+                if key.contains('\0') {
+                    return refuse(pointer, "key");
+                }
+                payload_nul_free(item, pointer)?;
+                pointer.truncate(len);
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Checks every field of SPEC §2.1 and decides the row to insert. Nothing is written here.
@@ -145,6 +215,7 @@ pub(crate) fn prepare(registry: &Registry, req: &ActionRequest) -> Result<NewAct
         });
     }
     let canonical = canonical_payload(&req.payload)?;
+    payload_nul_free(&req.payload, &mut String::new())?;
     if canonical.len() > registry.payload_bytes_max() {
         return Err(Error::Invalid {
             field: "payload",
@@ -284,6 +355,94 @@ mod tests {
         assert!(canonical_payload(&v).is_ok());
         v = json!([v]);
         assert!(canonical_payload(&v).is_err());
+    }
+
+    #[test]
+    fn a_nul_anywhere_is_refused_naming_the_field() {
+        use crate::outbox::{Adapter, Attempt, Backoff, KindSpec, Outcome};
+
+        struct Noop;
+        #[async_trait::async_trait]
+        impl Adapter for Noop {
+            fn spec(&self) -> KindSpec {
+                KindSpec {
+                    name: "noop",
+                    at_most_once: false,
+                    instance_level: false,
+                    max_attempts_default: 3,
+                    backoff: Backoff::default(),
+                    call_timeout_ms: 1_000,
+                }
+            }
+            async fn execute(&self, _attempt: &mut Attempt) -> Outcome {
+                Outcome::Done { readback_ref: None }
+            }
+        }
+        let mut registry = Registry::new();
+        registry.register(std::sync::Arc::new(Noop)).unwrap();
+        let base =
+            ActionRequest::new("noop", "lane", "key", json!({"a": ["x", {"b": "y"}]})).tenant("t");
+        assert!(prepare(&registry, &base).is_ok());
+        type Change = Box<dyn Fn(&mut ActionRequest)>;
+        let rows: Vec<(&str, Change, &str)> = vec![
+            (
+                "idempotency_key",
+                Box::new(|r| r.idempotency_key = "k\0x".into()),
+                "",
+            ),
+            ("lane_key", Box::new(|r| r.lane_key = "\0".into()), ""),
+            (
+                "tenant_id",
+                Box::new(|r| r.tenant_id = Some("t\0".into())),
+                "",
+            ),
+            (
+                "project_id",
+                Box::new(|r| r.project_id = Some("\0p".into())),
+                "",
+            ),
+            (
+                "subject_account_id",
+                Box::new(|r| r.subject_account_id = Some("a\0".into())),
+                "",
+            ),
+            (
+                "payload",
+                Box::new(|r| r.payload = json!({"a": ["x", {"b": "y\0"}]})),
+                "string at /a/1/b",
+            ),
+            (
+                "payload",
+                Box::new(|r| r.payload = json!({"a/~\0": 1})),
+                "key at /a~1~0\\u0000",
+            ),
+            (
+                "payload",
+                Box::new(|r| r.payload = json!("\0")),
+                "string at /",
+            ),
+        ];
+        for (field, change, at) in rows {
+            let mut r = base.clone();
+            change(&mut r);
+            match prepare(&registry, &r) {
+                Err(Error::Invalid { field: f, rule }) => {
+                    assert_eq!(f, field, "{r:?}");
+                    assert!(rule.contains("U+0000"), "{rule}");
+                    assert!(rule.contains(at), "{rule} should name {at}");
+                }
+                other => panic!("{r:?}: {other:?}"),
+            }
+        }
+        let mut deep = base.clone();
+        deep.payload = json!({ "k".repeat(300): "\0" });
+        match prepare(&registry, &deep) {
+            Err(Error::Invalid { rule, .. }) => {
+                assert!(rule.len() < 300, "the pointer is cut: {rule}");
+                assert!(rule.ends_with('…'), "{rule}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -81,8 +81,10 @@ pub async fn open(
         Open {
             migrate: true,
             connections_max,
+            wait: crate::db::Wait::ONCE,
         },
         BENCH_DATABASE,
+        &|_| {},
     )
     .await?;
     if !shared_database {
