@@ -16,7 +16,9 @@ use std::convert::Infallible;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::extract::{
+    DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, RawPathParams, Request, State,
+};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
@@ -151,14 +153,31 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let correlation = CorrelationId::of(parts);
-        Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Path(value)| ApiPath(value))
-            .map_err(|rejection| path_rejection(&rejection, &correlation))
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(ApiPath(value)),
+            Err(rejection) => {
+                // A lone parameter's error does not name it; the raw parameters do.
+                let only_key = match RawPathParams::from_request_parts(parts, state).await {
+                    Ok(raw) if raw.iter().count() == 1 => {
+                        raw.iter().next().map(|(k, _)| k.to_owned())
+                    }
+                    _ => None,
+                };
+                Err(path_rejection(
+                    &rejection,
+                    only_key.as_deref(),
+                    &correlation,
+                ))
+            }
+        }
     }
 }
 
-fn path_rejection(rejection: &PathRejection, correlation: &CorrelationId) -> ApiError {
+fn path_rejection(
+    rejection: &PathRejection,
+    only_key: Option<&str>,
+    correlation: &CorrelationId,
+) -> ApiError {
     use axum::extract::path::ErrorKind;
     let reason = match rejection {
         PathRejection::FailedToDeserializePathParams(e) => match e.kind() {
@@ -170,9 +189,10 @@ fn path_rejection(rejection: &PathRejection, correlation: &CorrelationId) -> Api
                 expected_type,
                 ..
             } => format!("path parameter {index} must be {}", expected(expected_type)),
-            ErrorKind::ParseError { expected_type, .. } => {
-                format!("the path parameter must be {}", expected(expected_type))
-            }
+            ErrorKind::ParseError { expected_type, .. } => match only_key {
+                Some(key) => format!("path parameter `{key}` must be {}", expected(expected_type)),
+                None => format!("the path parameter must be {}", expected(expected_type)),
+            },
             ErrorKind::InvalidUtf8InPathParam { key } => {
                 format!("path parameter `{key}` is not valid UTF-8")
             }

@@ -1,7 +1,10 @@
 //! The HTTP layer's one integration-test binary: real axum servers on loopback, real PostgreSQL.
 
 mod actions;
+mod commit;
 mod dead_letters;
 mod ingest;
+mod limits;
 mod openapi;
+mod shape;
 mod support;
