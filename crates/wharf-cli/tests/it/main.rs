@@ -6,4 +6,5 @@ mod backup;
 mod bench;
 mod exchange;
 mod serve;
+mod startup;
 mod support;

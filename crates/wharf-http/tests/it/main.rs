@@ -1,6 +1,7 @@
 //! The HTTP layer's one integration-test binary: real axum servers on loopback, real PostgreSQL.
 
 mod actions;
+mod catalog;
 mod commit;
 mod dead_letters;
 mod ingest;
