@@ -241,6 +241,60 @@ mod tests {
         }
     }
 
+    /// The seed's table (`action-outbox.txt`, "The lifecycle") as the seed writes it, plus
+    /// SPEC's one refinement (ADMITTED → ADMITTED, a reschedule), parsed from text: a second,
+    /// independent statement of the table to check `can_transition` against.
+    const SEED_TABLE: &str = "
+        PROPOSED  | ADMITTED, CANCELLED
+        ADMITTED  | EXECUTING
+        ADMITTED  | CANCELLED
+        EXECUTING | EXECUTING
+        EXECUTING | ADMITTED
+        EXECUTING | DONE, UNCERTAIN, FAILED, CANCELLED
+        ADMITTED  | ADMITTED
+    ";
+
+    fn seed_allows(from: ActionState, to: ActionState) -> bool {
+        SEED_TABLE
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .any(|line| {
+                let (f, tos) = line.split_once('|').expect("from | to");
+                f.trim() == from.as_str() && tos.split(',').any(|t| t.trim() == to.as_str())
+            })
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn state() -> impl Strategy<Value = ActionState> {
+            prop::sample::select(ActionState::ALL.to_vec())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Every pair agrees with the seed's own table.
+            #[test]
+            fn the_rust_table_is_the_seeds(from in state(), to in state()) {
+                prop_assert_eq!(from.can_transition(to), seed_allows(from, to), "{} -> {}", from, to);
+            }
+
+            /// A life is a walk the seed's table allows: a path the Rust table accepts is one
+            /// the seed's text accepts, and once ended it goes nowhere.
+            #[test]
+            fn every_accepted_walk_is_a_seed_walk(path in prop::collection::vec(state(), 1..12)) {
+                let accepted = path.windows(2).all(|w| w[0].can_transition(w[1]));
+                let seed = path.windows(2).all(|w| seed_allows(w[0], w[1]));
+                prop_assert_eq!(accepted, seed);
+                if accepted && let Some(i) = path.iter().position(|s| s.is_ended()) {
+                    prop_assert_eq!(i, path.len() - 1, "an ended state moved on: {:?}", path);
+                }
+            }
+        }
+    }
+
     #[test]
     fn names_round_trip() {
         for state in ActionState::ALL {

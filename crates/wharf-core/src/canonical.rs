@@ -558,4 +558,4 @@ impl Parser<'_> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

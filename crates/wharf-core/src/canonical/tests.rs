@@ -222,3 +222,107 @@ fn canonical_output_is_a_fixed_point() {
     // Both forms parse back to the same value.
     assert_eq!(parse_closed(&once), parse_closed(&go));
 }
+
+/// Property tests: what holds for every value, not only the rows above. Case counts are kept
+/// small (each property runs in milliseconds) so `cargo test` does not notice them.
+pub(crate) mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Cases per property here: enough to meet every escape and nesting shape in a few runs.
+    pub(crate) const CASES: u32 = 96;
+
+    /// Strings that exercise every escaping rule: the HTML set Go escapes, U+2028/U+2029,
+    /// controls, quotes, backslashes, non-BMP characters, and plain text.
+    pub(crate) fn tricky_string() -> impl Strategy<Value = String> {
+        let pieces = prop_oneof![
+            Just("<".to_owned()),
+            Just(">".to_owned()),
+            Just("&".to_owned()),
+            Just("\u{2028}".to_owned()),
+            Just("\u{2029}".to_owned()),
+            Just("\"".to_owned()),
+            Just("\\".to_owned()),
+            Just("/".to_owned()),
+            Just("\u{7f}".to_owned()),
+            Just("😀".to_owned()),
+            Just("\u{ff61}".to_owned()),
+            (0u32..0x20).prop_map(|c| char::from_u32(c).unwrap().to_string()),
+            "[a-zé ]{0,6}",
+        ];
+        prop::collection::vec(pieces, 0..6).prop_map(|p| p.concat())
+    }
+
+    /// Integer-only JSON values, a few levels deep.
+    pub(crate) fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            tricky_string().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(tricky_string(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn contains_go_escaped(v: &Value) -> bool {
+        match v {
+            Value::String(s) => s.contains(['<', '>', '&', '\u{2028}', '\u{2029}']),
+            Value::Array(a) => a.iter().any(contains_go_escaped),
+            Value::Object(m) => m.iter().any(|(k, v)| {
+                contains_go_escaped(&Value::String(k.clone())) || contains_go_escaped(v)
+            }),
+            _ => false,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+        /// Writing then reading gives the value back, and the canonical form is a fixed point.
+        #[test]
+        fn canonical_text_round_trips(v in json_value()) {
+            let canonical = to_canonical(&v).unwrap();
+            prop_assert_eq!(parse_closed(&canonical).unwrap(), v);
+            prop_assert_eq!(canonicalize(&canonical).unwrap(), canonical);
+        }
+
+        /// Formatting does not matter: pretty-printed text of a value canonicalises to the
+        /// value's canonical bytes.
+        #[test]
+        fn whitespace_and_order_do_not_change_the_bytes(v in json_value()) {
+            let pretty = serde_json::to_vec_pretty(&v).unwrap();
+            prop_assert_eq!(canonicalize(&pretty).unwrap(), to_canonical(&v).unwrap());
+        }
+
+        /// The legacy Go form denotes the same value, and differs from RFC 8785 exactly when a
+        /// string holds one of the characters Go escapes.
+        #[test]
+        fn the_legacy_form_is_the_same_value(v in json_value()) {
+            let legacy = to_canonical_legacy_go(&v).unwrap();
+            let rfc = to_canonical(&v).unwrap();
+            prop_assert_eq!(parse_closed(&legacy).unwrap(), v.clone());
+            prop_assert_eq!(canonicalize(&legacy).unwrap(), rfc.clone());
+            prop_assert_eq!(legacy != rfc, contains_go_escaped(&v));
+            // The legacy text never holds the raw characters it escapes.
+            let text = String::from_utf8(legacy).unwrap();
+            let raw = ['<', '>', '&', '\u{2028}', '\u{2029}'];
+            prop_assert!(!text.contains(raw), "raw escaped character in {}", text);
+        }
+
+        /// Whatever the bytes, the closed parser answers without panicking, and what it accepts
+        /// it can write.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            if let Ok(v) = parse_closed(&bytes) {
+                prop_assert!(to_canonical(&v).is_ok());
+            }
+        }
+    }
+}

@@ -414,3 +414,143 @@ fn unknown_field_names_are_cut_for_logs() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+/// Property tests: decoding never panics, whatever the bytes, and every envelope it accepts
+/// is within every bound; each string bound is enforced exactly at its edge.
+mod props {
+    use super::*;
+    use crate::canonical::tests::props::CASES;
+    use proptest::prelude::*;
+
+    fn base_text() -> Vec<u8> {
+        serde_json::to_vec(&base()).expect("json")
+    }
+
+    /// What an accepted envelope must satisfy, stated without the decoder's own code.
+    fn within_bounds(e: &Envelope) -> Result<(), TestCaseError> {
+        prop_assert!(is_identity(&e.tenant_id) && is_identity(&e.project_id));
+        prop_assert!(e.tenant_id.len() <= IDENTITY_BYTES_MAX);
+        prop_assert!(e.project_id.len() <= IDENTITY_BYTES_MAX);
+        prop_assert_eq!(e.event_id.len(), EVENT_ID_BYTES);
+        prop_assert!(e.producer_sequence >= PRODUCER_SEQUENCE_MIN);
+        prop_assert!((1..=IDEMPOTENCY_KEY_BYTES_MAX).contains(&e.idempotency_key.len()));
+        prop_assert!((1..=PRODUCER_VERSION_BYTES_MAX).contains(&e.producer_version.len()));
+        prop_assert!((1..=KEY_ID_BYTES_MAX).contains(&e.integrity.key_id.len()));
+        prop_assert!(e.payload.is_object());
+        prop_assert!(e.payload_canonical().unwrap().len() <= PAYLOAD_BYTES_MAX);
+        prop_assert!(e.signature_bytes().is_ok());
+        prop_assert!(!e.idempotency_key.contains('\0'));
+        Ok(())
+    }
+
+    /// One edit of a valid envelope's text: a byte replaced, inserted or removed.
+    #[derive(Debug, Clone)]
+    enum Edit {
+        Replace(usize, u8),
+        Insert(usize, u8),
+        Remove(usize),
+    }
+
+    fn edit() -> impl Strategy<Value = Edit> {
+        let interesting = prop_oneof![
+            any::<u8>(),
+            Just(b'"'),
+            Just(b'\\'),
+            Just(b'{'),
+            Just(b'}'),
+            Just(b','),
+            Just(b'0'),
+            Just(b'.'),
+            Just(0u8),
+            Just(0xff),
+        ];
+        prop_oneof![
+            (any::<usize>(), interesting.clone()).prop_map(|(i, b)| Edit::Replace(i, b)),
+            (any::<usize>(), interesting).prop_map(|(i, b)| Edit::Insert(i, b)),
+            any::<usize>().prop_map(Edit::Remove),
+        ]
+    }
+
+    fn apply(text: &mut Vec<u8>, edit: &Edit) {
+        match *edit {
+            Edit::Replace(i, b) if !text.is_empty() => {
+                let i = i % text.len();
+                text[i] = b;
+            }
+            Edit::Insert(i, b) => {
+                let i = i % (text.len() + 1);
+                text.insert(i, b);
+            }
+            Edit::Remove(i) if !text.is_empty() => {
+                let i = i % text.len();
+                text.remove(i);
+            }
+            _ => {}
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(CASES * 2))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok(e) = decode_envelope(&bytes) {
+                within_bounds(&e)?;
+            }
+        }
+
+        #[test]
+        fn edited_envelopes_never_panic_and_what_passes_is_bounded(
+            edits in prop::collection::vec(edit(), 1..6),
+        ) {
+            let mut text = base_text();
+            for e in &edits {
+                apply(&mut text, e);
+            }
+            match decode_envelope(&text) {
+                Ok(e) => within_bounds(&e)?,
+                // Every refusal has a stable reason and names no value.
+                Err(e) => prop_assert!(!e.reason().is_empty()),
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+        /// Each bounded string field is accepted exactly when its length is within its bound.
+        #[test]
+        fn string_bounds_hold_at_every_length(
+            which in 0usize..3,
+            len in 0usize..300,
+        ) {
+            let (pointer, max) = [
+                ("/idempotency_key", IDEMPOTENCY_KEY_BYTES_MAX),
+                ("/producer_version", PRODUCER_VERSION_BYTES_MAX),
+                ("/integrity/key_id", KEY_ID_BYTES_MAX),
+            ][which];
+            let decoded = decode_envelope(&with(pointer, s(&"k".repeat(len))));
+            prop_assert_eq!(decoded.is_ok(), (1..=max).contains(&len), "{} of {}", pointer, len);
+        }
+
+        /// The sequence is accepted exactly when it is at least 1; negative ones are refused.
+        #[test]
+        fn the_sequence_bound_holds(n in any::<i64>(), u in any::<u64>()) {
+            let signed = decode_envelope(&with("/producer_sequence", json!(n)));
+            prop_assert_eq!(signed.is_ok(), n >= 1);
+            let unsigned = decode_envelope(&with("/producer_sequence", json!(u)));
+            prop_assert_eq!(unsigned.is_ok(), u >= 1);
+        }
+
+        /// Identities are accepted exactly when they match the identity pattern.
+        #[test]
+        fn identities_follow_their_pattern(id in "[A-Za-z0-9._:\\- \u{0}é]{0,130}") {
+            let expected = !id.is_empty()
+                && id.len() <= IDENTITY_BYTES_MAX
+                && id.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
+            let decoded = decode_envelope(&with("/tenant_id", s(&id)));
+            prop_assert_eq!(decoded.is_ok(), expected, "{:?}", id);
+        }
+    }
+}

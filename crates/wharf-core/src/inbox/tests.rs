@@ -326,3 +326,95 @@ fn envelope_errors_map_to_pipeline_refusals() {
     let err = decode_envelope(b"{").expect_err("malformed");
     assert_eq!(refusal_for_envelope_error(&err), Refusal::Payload);
 }
+
+/// Property tests of the cursor walk and of what a decision stores.
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    /// The cursor, stated independently: the largest c ≥ cursor with every sequence in
+    /// cursor+1..=c retained.
+    fn contiguous_end(cursor: u64, retained: &BTreeSet<u64>) -> u64 {
+        let mut c = cursor;
+        while c < u64::MAX && retained.contains(&(c + 1)) {
+            c += 1;
+        }
+        c
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// The walk ends at the first missing sequence, never passes one, and never moves
+        /// backwards.
+        #[test]
+        fn the_cursor_never_passes_a_missing_sequence(
+            cursor in 0u64..40,
+            retained in prop::collection::btree_set(0u64..80, 0..60),
+        ) {
+            let sorted: Vec<u64> = retained.iter().copied().collect();
+            let walked = advance_cursor(cursor, &sorted);
+            prop_assert_eq!(walked, contiguous_end(cursor, &retained));
+            prop_assert!(walked >= cursor);
+            prop_assert!((cursor + 1..=walked).all(|s| retained.contains(&s)));
+            prop_assert!(!retained.contains(&(walked + 1)));
+        }
+
+        /// Envelopes arriving in any order, each walking the cursor over what is retained so
+        /// far, leave the same cursor as the walk over all of them at once.
+        #[test]
+        fn arrival_order_does_not_matter(
+            arrivals in prop::collection::vec(1u64..40, 0..50).prop_shuffle(),
+        ) {
+            let mut retained = BTreeSet::new();
+            let mut cursor = 0;
+            for seq in &arrivals {
+                retained.insert(*seq);
+                let above: Vec<u64> = retained.range(cursor + 1..).copied().collect();
+                cursor = advance_cursor(cursor, &above);
+                prop_assert_eq!(cursor, contiguous_end(0, &retained));
+            }
+        }
+
+        /// Only the two accepts store; a duplicate or a conflict never moves anything; a new
+        /// identity above the cursor is accepted whatever the floor.
+        #[test]
+        fn what_a_decision_stores(
+            cursor in 0u64..20,
+            floor in 0u64..20,
+            seq in 1u64..30,
+            match_event in any::<bool>(),
+            same_content in any::<bool>(),
+        ) {
+            let found = if match_event {
+                Found {
+                    by_event_id: retained(if same_content { D } else { OTHER }, seq),
+                    ..NONE
+                }
+            } else {
+                NONE
+            };
+            let d = decide(
+                &stream(cursor, floor),
+                &Incoming { producer_sequence: seq, content_digest: D },
+                &found,
+            );
+            prop_assert_eq!(
+                d.store,
+                matches!(d.outcome, Outcome::AcceptDelayed | Outcome::AcceptReordered)
+            );
+            if match_event {
+                prop_assert!(!d.store);
+                prop_assert_eq!(
+                    d.outcome,
+                    if same_content { Outcome::IgnoreDuplicate } else { Outcome::RefuseTampered }
+                );
+            } else if seq > cursor && seq >= floor {
+                prop_assert_eq!(d.outcome, Outcome::AcceptDelayed);
+            } else if seq < floor {
+                prop_assert_eq!(d.outcome, Outcome::RefuseReplay);
+            }
+        }
+    }
+}

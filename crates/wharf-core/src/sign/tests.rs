@@ -408,3 +408,55 @@ fn signing_ignores_an_incoming_signature_and_key_id() {
     draft.integrity.key_id = "old".into();
     assert_eq!(sign(&draft, &key, KEY_ID), Ok(clean));
 }
+
+/// Property: verification accepts the legacy Go form of the same value, whatever the payload
+/// strings hold, and nothing else.
+mod props {
+    use super::*;
+    use crate::canonical::tests::props::{CASES, tricky_string};
+    use proptest::prelude::*;
+
+    fn envelope(strings: &[String]) -> Envelope {
+        unsigned(
+            "sync_cursor",
+            "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+            7,
+            "key-1",
+            serde_json::json!({ "notes": strings }),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(CASES / 2))]
+
+        #[test]
+        fn the_legacy_form_of_the_same_value_verifies(
+            strings in prop::collection::vec(tricky_string(), 1..4),
+            other in tricky_string(),
+        ) {
+            let key = key();
+            let mut env = envelope(&strings);
+            env.integrity.signature = sign_legacy_go(&env, &key).unwrap();
+            let expected = if signing_bytes_in(&env, Form::LegacyGo).unwrap()
+                == signing_bytes_in(&env, Form::Rfc8785).unwrap()
+            {
+                Form::Rfc8785
+            } else {
+                Form::LegacyGo
+            };
+            prop_assert_eq!(verify(&env, &key.verifying_key()), Ok(expected));
+            // The RFC 8785 signature always verifies as such.
+            let signed = sign(&envelope(&strings), &key, KEY_ID).unwrap();
+            prop_assert_eq!(verify(&signed, &key.verifying_key()), Ok(Form::Rfc8785));
+            // Another value under the legacy signature does not.
+            let mut changed = strings.clone();
+            changed.push(other);
+            let mut forged = envelope(&changed);
+            forged.integrity.signature = env.integrity.signature.clone();
+            prop_assert_eq!(
+                verify(&forged, &key.verifying_key()),
+                Err(SignatureError::Invalid)
+            );
+        }
+    }
+}
