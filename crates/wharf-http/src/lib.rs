@@ -14,6 +14,7 @@ pub mod error;
 pub mod health;
 pub mod ingest;
 pub mod openapi;
+pub mod webhook_keys;
 
 use axum::Router;
 

@@ -97,6 +97,10 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         wharf_http::actions::routes(db.pool.clone(), registry.clone(), operator_token.clone()),
         wharf_http::dead_letters::routes(db.pool.clone(), operator_token.clone()),
         wharf_http::ingest::routes(inbox),
+        wharf_http::webhook_keys::routes(
+            super::webhook_key::public_keys(config)?,
+            operator_token.clone(),
+        ),
         // Route modules are added above this line, one entry each.
     ];
     let app = wharf_http::app(routers);

@@ -7,3 +7,4 @@ mod bench;
 mod exchange;
 mod serve;
 mod support;
+mod webhook_key;

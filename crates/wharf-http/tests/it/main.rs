@@ -5,3 +5,4 @@ mod dead_letters;
 mod ingest;
 mod openapi;
 mod support;
+mod webhook_keys;
