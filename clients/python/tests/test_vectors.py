@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from wharf_client import canonical, envelope as env
 
-VECTORS = Path(__file__).resolve().parents[3] / "crates" / "wharf-core" / "testdata" / "vectors.json"
+VECTORS = Path(
+    os.environ.get("WHARF_VECTORS")
+    or Path(__file__).resolve().parents[3] / "crates" / "wharf-core" / "testdata" / "vectors.json"
+)
 DOC = json.loads(VECTORS.read_text("utf-8"))
 SEED = bytes.fromhex(DOC["key"]["seed_hex"])
 PUBLIC = bytes.fromhex(DOC["key"]["public_key_hex"])
@@ -87,3 +91,11 @@ def test_a_tampered_vector_does_not_verify(name: str) -> None:
 def test_the_vectors_file_parses_as_closed_json() -> None:
     value = canonical.parse_closed(VECTORS.read_bytes())
     assert value == DOC
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_wire_form_is_the_canonical_text(name: str) -> None:
+    v = vector(name)
+    env.validate(v["envelope"])
+    expected = v["signing_bytes_rfc8785"].replace('"signature":""', f'"signature":"{v["signature_rfc8785"]}"')
+    assert env.wire_bytes(v["envelope"]).decode("utf-8") == expected
