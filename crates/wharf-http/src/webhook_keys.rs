@@ -44,10 +44,12 @@ struct KeysJson<'a> {
 
 /// The route, answering with `public_keys` (each already in `whpk_…` form) to the operator.
 pub fn routes(public_keys: Vec<String>, token: OperatorToken) -> Router {
-    Router::new().route(PATH, get(list)).with_state(WebhookKeys {
-        keys: public_keys.into(),
-        token,
-    })
+    Router::new()
+        .route(PATH, get(list))
+        .with_state(WebhookKeys {
+            keys: public_keys.into(),
+            token,
+        })
 }
 
 async fn list(

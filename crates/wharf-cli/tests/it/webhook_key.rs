@@ -60,18 +60,22 @@ async fn show_and_the_endpoint_agree_on_the_key_file() {
     let cwd = tempfile::tempdir().unwrap();
     let data_dir = cwd.path().join(".wharf");
     let first = show(&data_dir, &[], false);
-    assert!(first.starts_with("whpk_") && first.ends_with("=\n"), "{first}");
-    assert_eq!(show(&data_dir, &[], false), first, "a second show made a new key");
+    assert!(
+        first.starts_with("whpk_") && first.ends_with("=\n"),
+        "{first}"
+    );
+    assert_eq!(
+        show(&data_dir, &[], false),
+        first,
+        "a second show made a new key"
+    );
     let seed = std::fs::read_to_string(data_dir.join("webhook.key")).unwrap();
     assert!(!first.contains(seed.trim()), "the seed was printed");
 
     let server = Server::start(
         cwd.path(),
         &[],
-        &[
-            ("DATABASE_URL", &db.url()),
-            ("WHARF_OPERATOR_TOKEN", "op"),
-        ],
+        &[("DATABASE_URL", &db.url()), ("WHARF_OPERATOR_TOKEN", "op")],
     )
     .await;
     let client = crate::support::http();
