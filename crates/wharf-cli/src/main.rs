@@ -61,6 +61,8 @@ enum Command {
     Send(cmd::send::SendArgs),
     /// Delete what has outlived its retention (inbox payloads, ended actions).
     Retention(cmd::retention::RetentionArgs),
+    /// The public key receivers load to verify this server's webhooks (`whpk_…`).
+    WebhookKey(cmd::webhook_key::WebhookKeyArgs),
     // New commands go above this line, one variant each, with their module under cmd/.
 }
 
@@ -107,6 +109,7 @@ fn main() -> std::process::ExitCode {
             Command::Streams(args) => cmd::streams::run(&config, args).await,
             Command::Send(args) => cmd::send::run(&config, args).await,
             Command::Retention(args) => cmd::retention::run(&config, args).await,
+            Command::WebhookKey(args) => cmd::webhook_key::run(&config, args).await,
             // New commands are dispatched above this line.
         }
     });

@@ -14,3 +14,4 @@ pub mod serve;
 pub mod streams;
 pub mod tenant;
 pub mod verify;
+pub mod webhook_key;

@@ -101,6 +101,7 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     let inbox_config = inbox_settings
         .into_config()
         .context("invalid [inbox] configuration")?;
+    let webhook_public_keys = super::webhook_key::public_keys(config)?;
     let open = Open {
         migrate: true,
         connections_max: pool_size(config)?,
@@ -152,6 +153,7 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
                 ),
                 wharf_http::dead_letters::routes(db.pool.clone(), operator_token.clone()),
                 wharf_http::ingest::routes(inbox),
+                wharf_http::webhook_keys::routes(webhook_public_keys, operator_token.clone()),
                 // Route modules are added above this line, one entry each.
             ];
             startup.ready(wharf_http::app(routers));

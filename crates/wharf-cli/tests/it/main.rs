@@ -8,3 +8,4 @@ mod exchange;
 mod serve;
 mod startup;
 mod support;
+mod webhook_key;

@@ -9,3 +9,4 @@ mod limits;
 mod openapi;
 mod shape;
 mod support;
+mod webhook_keys;

@@ -24,6 +24,7 @@ fn the_document_lists_every_route_of_the_spec() {
         ("/readyz", "get"),
         ("/metrics", "get"),
         ("/openapi.json", "get"),
+        ("/v1/webhook-keys", "get"),
     ] {
         assert!(
             paths[path][method].is_object(),
@@ -64,8 +65,9 @@ async fn every_documented_route_is_served() {
             Arc::new(wharf::outbox::Registry::new()),
             token.clone(),
         ),
-        wharf_http::dead_letters::routes(db.pool.clone(), token),
+        wharf_http::dead_letters::routes(db.pool.clone(), token.clone()),
         wharf_http::ingest::routes(inbox),
+        wharf_http::webhook_keys::routes(Vec::new(), token),
     ]);
     let base = crate::support::serve(app).await;
     let doc: serde_json::Value = serde_json::from_str(wharf_http::openapi::DOCUMENT).unwrap();
