@@ -15,7 +15,7 @@ use std::convert::Infallible;
 
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -99,8 +99,9 @@ pub struct ApiError {
     /// The request's correlation id.
     pub correlation_id: String,
     /// Headers the answer carries besides the JSON content type (`Retry-After`,
-    /// `WWW-Authenticate`).
-    headers: HeaderMap,
+    /// `WWW-Authenticate`). A list, not a `HeaderMap`: most answers carry none, and a small
+    /// error keeps every `Result<_, ApiError>` small.
+    headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 #[derive(Serialize)]
@@ -123,18 +124,19 @@ impl ApiError {
             code,
             reason: reason.into(),
             correlation_id: correlation.0.clone(),
-            headers: HeaderMap::new(),
+            headers: Vec::new(),
         }
     }
 
     /// The same answer with one more header.
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> ApiError {
-        self.headers.insert(name, value);
+        self.headers.retain(|(n, _)| *n != name);
+        self.headers.push((name, value));
         self
     }
 
     /// The headers set with [`ApiError::with_header`].
-    pub fn headers(&self) -> &HeaderMap {
+    pub fn headers(&self) -> &[(HeaderName, HeaderValue)] {
         &self.headers
     }
 
@@ -225,7 +227,9 @@ impl IntoResponse for ApiError {
             correlation_id: &self.correlation_id,
         };
         let mut response = (self.status, axum::Json(body)).into_response();
-        response.headers_mut().extend(self.headers);
+        for (name, value) in self.headers {
+            response.headers_mut().insert(name, value);
+        }
         response
     }
 }

@@ -132,6 +132,9 @@ pub fn explore<M: Model>(model: &M, states_max: usize) -> ReportOf<M> {
     }
 }
 
+/// A predicate a [`Seek`] looks for.
+pub type Goal<'a, S> = Box<dyn Fn(&S) -> bool + 'a>;
+
 /// A model searched for a goal instead of checked: its one "invariant" is that the goal is
 /// never reached, so the report's counterexample is the shortest way to the goal. Tests use it
 /// to show a model's bounds reach the corners that matter (a reclaim, a sweep, an erasure
@@ -140,7 +143,7 @@ pub struct Seek<'m, M: Model> {
     /// The model.
     pub model: &'m M,
     /// The goal.
-    pub goal: Box<dyn Fn(&M::State) -> bool + 'm>,
+    pub goal: Goal<'m, M::State>,
 }
 
 impl<M: Model> Model for Seek<'_, M> {

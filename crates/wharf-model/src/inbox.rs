@@ -123,7 +123,7 @@ impl Inbox {
 
     /// The server's decision and commit for envelope `s`, as one transaction.
     fn decide(&self, state: &State, s: u64) -> (State, Outcome) {
-        let mut n = state.clone();
+        let mut n = *state;
         let found = if has(state.retained, s) {
             let retained = Some(Retained {
                 content_digest: Inbox::digest(s),
@@ -197,12 +197,12 @@ impl Model for Inbox {
         for s in 1..=n_max {
             let done = has(state.acknowledged, s) || has(state.refused, s);
             if !done && !has(state.requests, s) && !has(state.acks, s) {
-                let mut n = state.clone();
+                let mut n = *state;
                 n.requests |= bit(s);
                 out.push((Step::Send(s), n));
             }
             if has(state.requests, s) {
-                let mut dropped = state.clone();
+                let mut dropped = *state;
                 dropped.requests &= !bit(s);
                 out.push((Step::Dropped(s), dropped));
 
@@ -212,7 +212,7 @@ impl Model for Inbox {
                     n.acks |= bit(s);
                     if self.config.variant == Variant::AnswerBeforeCommit {
                         // The answer leaves now; the commit comes later, if at all.
-                        let mut answered = state.clone();
+                        let mut answered = *state;
                         answered.requests &= !bit(s);
                         answered.acks |= bit(s);
                         answered.uncommitted |= bit(s);
@@ -228,23 +228,23 @@ impl Model for Inbox {
                 let (mut n, _) = self.decide(state, s);
                 n.uncommitted &= !bit(s);
                 out.push((Step::Commit(s), n));
-                let mut crashed = state.clone();
+                let mut crashed = *state;
                 crashed.uncommitted &= !bit(s);
                 out.push((Step::CrashBeforeCommit(s), crashed));
             }
             if has(state.acks, s) {
-                let mut n = state.clone();
+                let mut n = *state;
                 n.acks &= !bit(s);
                 n.acknowledged |= bit(s);
                 out.push((Step::Answered(s), n));
-                let mut lost = state.clone();
+                let mut lost = *state;
                 lost.acks &= !bit(s);
                 out.push((Step::AnswerLost(s), lost));
             }
         }
         if self.config.operators {
             for to in state.cursor + 1..=n_max {
-                let mut n = state.clone();
+                let mut n = *state;
                 for q in state.cursor + 1..=to {
                     if !has(n.retained, q) {
                         n.skipped |= bit(q);
@@ -259,7 +259,7 @@ impl Model for Inbox {
                 _ => (state.cursor + 1).min(n_max + 1),
             };
             for f in state.floor + 1..=floor_max {
-                let mut n = state.clone();
+                let mut n = *state;
                 n.floor = f;
                 out.push((Step::Floor(f), n));
             }
@@ -343,7 +343,7 @@ mod tests {
             operators: true,
             variant: Variant::Correct,
         });
-        let goals: Vec<(&str, Box<dyn Fn(&State) -> bool>)> = vec![
+        let goals: Vec<(&str, crate::explore::Goal<State>)> = vec![
             (
                 "all acknowledged, cursor 3",
                 Box::new(|s| s.cursor == 3 && s.acknowledged == 0b1110),

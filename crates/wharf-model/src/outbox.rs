@@ -741,7 +741,7 @@ mod tests {
         use crate::explore::reachable;
         let model = Outbox::new(config(2, &[(0, false), (0, true)], Variant::Correct));
         let live = |s: &State| s.rows[..2].iter().all(|r| !r.erased);
-        let goals: Vec<(&str, Box<dyn Fn(&State) -> bool>)> = vec![
+        let goals: Vec<(&str, crate::explore::Goal<State>)> = vec![
             (
                 "both rows DONE",
                 Box::new(|s| s.rows[..2].iter().all(|r| r.state == ActionState::Done)),
