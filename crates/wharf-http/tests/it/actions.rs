@@ -3,40 +3,13 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use wharf::outbox::{Adapter, Attempt, Backoff, KindSpec, Outcome, Registry};
+use wharf::outbox::Registry;
 use wharf_http::auth::OperatorToken;
 use wharf_testkit::TestDb;
 
-use crate::support::{http, serve};
+use crate::support::{Noop, http, serve};
 
 const TOKEN: &str = "operator-secret";
-
-struct Noop;
-
-#[async_trait::async_trait]
-impl Adapter for Noop {
-    fn spec(&self) -> KindSpec {
-        KindSpec {
-            name: "noop",
-            at_most_once: false,
-            instance_level: false,
-            max_attempts_default: 3,
-            backoff: Backoff::default(),
-            call_timeout_ms: 1_000,
-        }
-    }
-
-    fn validate(&self, payload: &Value) -> Result<(), String> {
-        if payload.get("refuse").is_some() {
-            return Err("asked to refuse".into());
-        }
-        Ok(())
-    }
-
-    async fn execute(&self, _attempt: &mut Attempt) -> Outcome {
-        Outcome::Done { readback_ref: None }
-    }
-}
 
 async fn start(db: &TestDb) -> String {
     let mut registry = Registry::new();

@@ -12,13 +12,13 @@ use base64::Engine as _;
 use ed25519_dalek::{Signer as _, SigningKey};
 use serde_json::{Value, json};
 use wharf::inbox::{self, Inbox, InboxConfig, LimitPolicy};
-use wharf::outbox::{Adapter, Attempt, Backoff, KindSpec, Outcome, Registry};
+use wharf::outbox::Registry;
 use wharf_client::{Producer, ProducerConfig};
 use wharf_core::envelope::Envelope;
 use wharf_http::auth::OperatorToken;
 use wharf_testkit::TestDb;
 
-use crate::support::{census, http, serve};
+use crate::support::{Noop, census, http, serve};
 
 const TENANT: &str = "acme";
 const PROJECT: &str = "web";
@@ -56,33 +56,6 @@ struct Row {
     expect: Expect,
     /// Audit rows this request appends.
     audit: i64,
-}
-
-struct Noop;
-
-#[async_trait::async_trait]
-impl Adapter for Noop {
-    fn spec(&self) -> KindSpec {
-        KindSpec {
-            name: "noop",
-            at_most_once: false,
-            instance_level: false,
-            max_attempts_default: 3,
-            backoff: Backoff::default(),
-            call_timeout_ms: 1_000,
-        }
-    }
-
-    fn validate(&self, payload: &Value) -> Result<(), String> {
-        if payload.get("refuse").is_some() {
-            return Err("asked to refuse".into());
-        }
-        Ok(())
-    }
-
-    async fn execute(&self, _attempt: &mut Attempt) -> Outcome {
-        Outcome::Done { readback_ref: None }
-    }
 }
 
 /// The signing and sending side of the catalog.

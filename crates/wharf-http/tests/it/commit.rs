@@ -8,34 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wharf::outbox::{Adapter, Attempt, Backoff, KindSpec, Outcome, Registry};
+use wharf::outbox::Registry;
 use wharf_http::auth::OperatorToken;
 use wharf_http::error::{CODE_OUTCOME_UNKNOWN, CODE_UNAVAILABLE};
 use wharf_testkit::TestDb;
 
-use crate::support::{COMMIT_MESSAGE, Cut, Proxy, http, serve};
+use crate::support::{COMMIT_MESSAGE, Cut, Noop, Proxy, http, serve};
 
 const TOKEN: &str = "operator-secret";
-
-struct Noop;
-
-#[async_trait::async_trait]
-impl Adapter for Noop {
-    fn spec(&self) -> KindSpec {
-        KindSpec {
-            name: "noop",
-            at_most_once: false,
-            instance_level: false,
-            max_attempts_default: 3,
-            backoff: Backoff::default(),
-            call_timeout_ms: 1_000,
-        }
-    }
-
-    async fn execute(&self, _attempt: &mut Attempt) -> Outcome {
-        Outcome::Done { readback_ref: None }
-    }
-}
 
 /// The admin routes over `pool`.
 async fn admin(pool: sqlx::PgPool) -> String {

@@ -261,3 +261,32 @@ pub async fn census(pool: &sqlx::PgPool) -> std::collections::BTreeMap<String, i
     }
     out
 }
+
+/// The test adapter of the admin routes: kind `noop`, done at once; it refuses a payload
+/// holding `"refuse"`, so a test can see an adapter's refusal.
+pub struct Noop;
+
+#[async_trait::async_trait]
+impl wharf::outbox::Adapter for Noop {
+    fn spec(&self) -> wharf::outbox::KindSpec {
+        wharf::outbox::KindSpec {
+            name: "noop",
+            at_most_once: false,
+            instance_level: false,
+            max_attempts_default: 3,
+            backoff: wharf::outbox::Backoff::default(),
+            call_timeout_ms: 1_000,
+        }
+    }
+
+    fn validate(&self, payload: &serde_json::Value) -> Result<(), String> {
+        if payload.get("refuse").is_some() {
+            return Err("asked to refuse".into());
+        }
+        Ok(())
+    }
+
+    async fn execute(&self, _attempt: &mut wharf::outbox::Attempt) -> wharf::outbox::Outcome {
+        wharf::outbox::Outcome::Done { readback_ref: None }
+    }
+}
