@@ -1,4 +1,13 @@
--- Claims up to $1 due lane heads and expired leases in one statement (SPEC §2.3).
+-- Claims up to $1 expired leases and due lane heads in one statement (SPEC §2.3).
+--
+-- Reclaims come first and are never limited by due work: an EXECUTING action whose lease expired
+-- is reclaimed without waiting for anything, unless it is at-most-once and its write started (the
+-- lease sweep ends those UNCERTAIN; the guard trigger would refuse), or its last allowed attempt
+-- held the lease (attempt >= max_attempts: the lease sweep ends it, so a crashing adapter is not
+-- reclaimed forever). Heads fill what the reclaims left of $1. Reclaims used to compete with due
+-- heads inside one limit ordered by time, where a lease that expired after the backlog's oldest
+-- run_at lost every time: under a backlog, a dead holder's lane waited behind unrelated work
+-- (seen 7 s late at the median, 17 s at worst, past a 10 s lease).
 --
 -- A lane head is a due ADMITTED action with no EXECUTING action in its lane and no earlier
 -- unstarted (PROPOSED or ADMITTED, due or not) action in its lane. Both conditions are checked
@@ -6,13 +15,29 @@
 -- head_hint only narrows which rows are looked at (see 0002_outbox.sql and
 -- 0011_outbox_busy_lane_hints.sql). Rows the window finds blocked, behind an earlier unstarted
 -- action or in a lane with an EXECUTING one, are demoted after a short claim (demote.sql, over
--- this same window), so blocked rows cannot keep the window full and starve idle lanes; they
--- get the hint back when what blocks them leaves (the promotion triggers). An EXECUTING action
--- whose lease expired is reclaimed without waiting for anything, unless it is at-most-once and
--- its write started (the lease sweep ends those UNCERTAIN; the guard trigger would refuse), or
--- its last allowed attempt held the lease (attempt >= max_attempts: the lease sweep ends it, so a
--- crashing adapter is not reclaimed forever).
--- The epoch and the attempt rise by one; the lease runs from the database clock.
+-- this same window), so blocked rows cannot keep the window full and starve idle lanes.
+--
+-- Locks are taken where the rows are found (FOR UPDATE SKIP LOCKED under each LIMIT), not after
+-- the limit: two claims running at once (one replica pipelining, or two replicas) then skip each
+-- other's rows and each still fills its $1, where locking only the final pick made the second
+-- claim find the first one's rows, skip them, and come back short.
+--
+-- Reclaims and heads cannot share a lane (a head's lane has no EXECUTING action, a reclaim is
+-- one), and heads cannot share one either (only a lane's first unstarted row is a head), so the
+-- union needs no de-duplication; the unique index on EXECUTING lanes still decides a race
+-- between replicas.
+--
+-- The claim as the fence ($6, SPEC §2.3 "refinement for speed"): for the kinds in $6, never
+-- at-most-once ones, the claim records write_started_at itself, so this statement's commit is
+-- the durable mark the fence would write, and the executor answers the fence without a round
+-- trip while the lease (by its monotonic clock, taken before this statement was sent) still
+-- has more than the fence margin left. The mark is cleared again by the completion when the
+-- attempt proves it never reached its fence (complete.sql, release.sql).
+-- `write_started` in the result is the mark as it was before this claim: whether an EARLIER
+-- attempt may have written (the adapter reads back), not this claim's own mark.
+--
+-- The epoch and the attempt rise by one; the lease runs from the database clock. The clock is a
+-- scalar subquery, not a joined CTE: a join makes the planner estimate every probe as a join.
 --
 -- $1 integer: claim at most this many (≤ 100).
 -- $2 bigint: lease length in milliseconds.
@@ -20,16 +45,27 @@
 -- $4 text[]: the kinds this executor may claim now.
 -- $5 integer: look at most at this many head candidates (bounds the cost of one claim; what
 --    the window holds beyond true heads is demoted, so it does not hide later heads for long).
-WITH clock AS MATERIALIZED (
-    SELECT coalesce($3::timestamptz, now()) AS now
+-- $6 text[]: the kinds whose claim records write_started_at (the claim is their fence).
+WITH reclaims AS (
+    SELECT r.id, r.write_started_at IS NOT NULL AS was_started
+      FROM wharf.action r
+     WHERE r.state = 'EXECUTING'
+       AND r.lease_expires_at <= (SELECT coalesce($3::timestamptz, now()))
+       AND r.kind = ANY($4::text[])
+       AND NOT (r.at_most_once AND r.write_started_at IS NOT NULL)
+       AND r.attempt < r.max_attempts
+     ORDER BY r.lease_expires_at
+     LIMIT $1
+       FOR UPDATE SKIP LOCKED
 ),
 candidates AS (
-    SELECT c.id, c.lane_key, c.run_at
-      FROM wharf.action c, clock
-     WHERE c.state = 'ADMITTED' AND c.head_hint AND c.run_at <= clock.now
+    SELECT c.id
+      FROM wharf.action c
+     WHERE c.state = 'ADMITTED' AND c.head_hint
+       AND c.run_at <= (SELECT coalesce($3::timestamptz, now()))
        AND c.kind = ANY($4::text[])
        -- Past expiry only once a write started: the sweep does not expire those.
-       AND (c.expires_at IS NULL OR c.expires_at > clock.now
+       AND (c.expires_at IS NULL OR c.expires_at > (SELECT coalesce($3::timestamptz, now()))
             OR c.write_started_at IS NOT NULL)
        AND NOT (c.at_most_once AND c.write_started_at IS NOT NULL)
      ORDER BY c.run_at, c.id
@@ -38,50 +74,40 @@ candidates AS (
 -- The two lane checks are scalar subqueries with LIMIT 1 on purpose: PostgreSQL turns NOT EXISTS
 -- into an anti join, and with many unstarted rows the planner hashes the whole pending index
 -- (a scan of every unstarted row per claim). As subqueries they stay one index probe per
--- candidate, evaluated lazily in candidate order until $1 heads are found.
+-- candidate, evaluated lazily in window order until enough heads are locked. No ORDER BY here:
+-- it would sort (and probe) the whole window before the first lock; the nested loop over the
+-- window keeps its run_at order.
 heads AS (
-    SELECT c.id, c.lane_key, c.run_at
+    SELECT h.id, h.write_started_at IS NOT NULL AS was_started
       FROM candidates c
-     WHERE (SELECT 1 FROM wharf.action e
-             WHERE e.lane_key = c.lane_key AND e.state = 'EXECUTING' LIMIT 1) IS NULL
+      JOIN wharf.action h ON h.id = c.id
+     WHERE h.state = 'ADMITTED'
+       AND (SELECT 1 FROM wharf.action e
+             WHERE e.lane_key = h.lane_key AND e.state = 'EXECUTING' LIMIT 1) IS NULL
        AND (SELECT 1 FROM wharf.action p
-             WHERE p.lane_key = c.lane_key AND p.state IN ('PROPOSED', 'ADMITTED')
-               AND p.id < c.id LIMIT 1) IS NULL
-     ORDER BY c.run_at, c.id
-     LIMIT $1
-),
-reclaims AS (
-    SELECT r.id, r.lane_key, r.lease_expires_at AS run_at
-      FROM wharf.action r, clock
-     WHERE r.state = 'EXECUTING' AND r.lease_expires_at <= clock.now
-       AND r.kind = ANY($4::text[])
-       AND NOT (r.at_most_once AND r.write_started_at IS NOT NULL)
-       AND r.attempt < r.max_attempts
-     ORDER BY r.lease_expires_at
-     LIMIT $1
+             WHERE p.lane_key = h.lane_key AND p.state IN ('PROPOSED', 'ADMITTED')
+               AND p.id < h.id LIMIT 1) IS NULL
+     LIMIT greatest($1 - (SELECT count(*) FROM reclaims), 0)
+       FOR UPDATE OF h SKIP LOCKED
 ),
 picked AS (
-    SELECT DISTINCT ON (u.lane_key) u.id, u.run_at
-      FROM (SELECT * FROM reclaims UNION ALL SELECT * FROM heads) u
-     ORDER BY u.lane_key, u.run_at, u.id
-),
-locked AS (
-    SELECT a.id
-      FROM wharf.action a, clock
-     WHERE a.id IN (SELECT id FROM (SELECT id, run_at FROM picked ORDER BY run_at, id LIMIT $1) p)
-       AND ((a.state = 'ADMITTED' AND a.run_at <= clock.now)
-            OR (a.state = 'EXECUTING' AND a.lease_expires_at <= clock.now
-                AND NOT (a.at_most_once AND a.write_started_at IS NOT NULL)
-                AND a.attempt < a.max_attempts))
-       FOR UPDATE OF a SKIP LOCKED
+    SELECT id, was_started FROM reclaims
+    UNION ALL
+    SELECT id, was_started FROM heads
 )
 UPDATE wharf.action a
    SET state = 'EXECUTING',
        epoch = a.epoch + 1,
        attempt = a.attempt + 1,
-       lease_expires_at = clock.now + $2::bigint * interval '1 millisecond'
-  FROM locked, clock
- WHERE a.id = locked.id
+       lease_expires_at = (SELECT coalesce($3::timestamptz, now()))
+                          + $2::bigint * interval '1 millisecond',
+       write_started_at = CASE WHEN a.kind = ANY($6::text[]) AND NOT a.at_most_once
+                               THEN coalesce(a.write_started_at,
+                                             (SELECT coalesce($3::timestamptz, now())))
+                               ELSE a.write_started_at END
+  FROM picked
+ WHERE a.id = picked.id
 RETURNING a.id, a.kind, a.tenant_id, a.project_id, a.lane_key, a.idempotency_key, a.payload,
           a.subject_account_id, a.attempt, a.max_attempts, a.epoch,
-          a.write_started_at IS NOT NULL AS write_started, a.at_most_once
+          picked.was_started AS write_started, a.at_most_once,
+          (a.kind = ANY($6::text[]) AND NOT a.at_most_once) AS claim_fenced

@@ -18,7 +18,9 @@
 -- whole due set.) The walk past a skipped tenant's rows costs one index tuple each; head_hint
 -- keeps those to about one per lane of that tenant.
 --
--- Reclaims of expired leases are not capped: lease recovery is exactly as in claim.sql.
+-- Reclaims of expired leases are not capped: lease recovery is exactly as in claim.sql, and they
+-- come first here too (never limited by due work). The claim is the fence of the kinds in $9,
+-- and `write_started` is the mark as it was before this claim, as in claim.sql.
 --
 -- $1..$5 as in claim.sql.
 -- $6 text[], $7 text[], $8 integer[]: caps as (kind, tenant, rows). A NULL tenant is the cap of
@@ -26,6 +28,7 @@
 --    (kind, tenant) pairs are unique. Kinds without entries are not capped. Tenant ids are
 --    never empty (the scope check), so the tenant '' is the kind's rows without a tenant
 --    (unlisted, they count as one more tenant under the NULL entry's cap).
+-- $9 text[]: the kinds whose claim records write_started_at ($6 of claim.sql).
 WITH clock AS MATERIALIZED (
     SELECT coalesce($3::timestamptz, now()) AS now
 ),
@@ -67,7 +70,7 @@ heads AS (
 ),
 -- Each tenant's oldest heads up to its cap, then the oldest $1 of those.
 capped AS (
-    SELECT h.id, h.lane_key, h.run_at
+    SELECT h.id, h.lane_key, h.run_at, false AS reclaim
       FROM (SELECT h.id, h.lane_key, h.run_at, h.cap,
                    row_number() OVER (PARTITION BY h.kind, h.tenant_id
                                       ORDER BY h.run_at, h.id) AS rank
@@ -77,7 +80,7 @@ capped AS (
      LIMIT $1
 ),
 reclaims AS (
-    SELECT r.id, r.lane_key, r.lease_expires_at AS run_at
+    SELECT r.id, r.lane_key, r.lease_expires_at AS run_at, true AS reclaim
       FROM wharf.action r, clock
      WHERE r.state = 'EXECUTING' AND r.lease_expires_at <= clock.now
        AND r.kind = ANY($4::text[])
@@ -87,14 +90,15 @@ reclaims AS (
      LIMIT $1
 ),
 picked AS (
-    SELECT DISTINCT ON (u.lane_key) u.id, u.run_at
+    SELECT DISTINCT ON (u.lane_key) u.id, u.run_at, u.reclaim
       FROM (SELECT * FROM reclaims UNION ALL SELECT * FROM capped) u
-     ORDER BY u.lane_key, u.run_at, u.id
+     ORDER BY u.lane_key, u.reclaim DESC, u.run_at, u.id
 ),
 locked AS (
-    SELECT a.id
+    SELECT a.id, a.write_started_at IS NOT NULL AS was_started
       FROM wharf.action a, clock
-     WHERE a.id IN (SELECT id FROM (SELECT id, run_at FROM picked ORDER BY run_at, id LIMIT $1) p)
+     WHERE a.id IN (SELECT id FROM (SELECT id FROM picked
+                                     ORDER BY reclaim DESC, run_at, id LIMIT $1) p)
        AND ((a.state = 'ADMITTED' AND a.run_at <= clock.now)
             OR (a.state = 'EXECUTING' AND a.lease_expires_at <= clock.now
                 AND NOT (a.at_most_once AND a.write_started_at IS NOT NULL)
@@ -105,9 +109,13 @@ UPDATE wharf.action a
    SET state = 'EXECUTING',
        epoch = a.epoch + 1,
        attempt = a.attempt + 1,
-       lease_expires_at = clock.now + $2::bigint * interval '1 millisecond'
+       lease_expires_at = clock.now + $2::bigint * interval '1 millisecond',
+       write_started_at = CASE WHEN a.kind = ANY($9::text[]) AND NOT a.at_most_once
+                               THEN coalesce(a.write_started_at, clock.now)
+                               ELSE a.write_started_at END
   FROM locked, clock
  WHERE a.id = locked.id
 RETURNING a.id, a.kind, a.tenant_id, a.project_id, a.lane_key, a.idempotency_key, a.payload,
           a.subject_account_id, a.attempt, a.max_attempts, a.epoch,
-          a.write_started_at IS NOT NULL AS write_started, a.at_most_once
+          locked.was_started AS write_started, a.at_most_once,
+          (a.kind = ANY($9::text[]) AND NOT a.at_most_once) AS claim_fenced

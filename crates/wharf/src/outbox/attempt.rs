@@ -11,7 +11,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -52,6 +52,15 @@ pub struct Attempt {
     pub(crate) fence_margin_ms: u64,
     pub(crate) now: Option<DateTime<Utc>>,
     pub(crate) fence: FenceStage,
+    /// The claim was this attempt's fence (it recorded `write_started_at`), taken at this
+    /// instant or later: the monotonic clock read before the claim statement was sent, so the
+    /// lease cannot have started before it.
+    pub(crate) claim_fence: Option<Instant>,
+    pub(crate) lease_ms: u64,
+    /// The fence refused while this claim still held the action and nothing was written: it
+    /// could not reach the database, or too little lease was left. An attempt abandoned after
+    /// that is given back at once (no attempt counted) instead of waiting out its lease.
+    pub(crate) give_back_on_abandon: bool,
     /// The executor's fence batcher, while `run` runs; `None` (and always under a test clock)
     /// asks the database directly.
     pub(crate) fences: Option<Fences>,
@@ -185,8 +194,20 @@ impl Fence<'_> {
     ///
     /// Under [`Executor::run`](super::Executor::run), fences asked at the same moment share
     /// one statement (see `fences.rs`); each attempt still waits for that statement's commit.
+    ///
+    /// For a kind that is not at-most-once, the claim's own commit may already have recorded
+    /// `write_started_at` (SPEC §2.3): then this answers at once while more than the fence margin
+    /// of the lease is left by the executor's monotonic clock, and asks the database (which
+    /// refuses on its own clock) once it may not be.
     pub async fn begin_write(self) -> Result<(), FenceRefused> {
         let a = self.attempt;
+        if let Some(claimed) = a.claim_fence {
+            let left = Duration::from_millis(a.lease_ms).saturating_sub(claimed.elapsed());
+            if left > Duration::from_millis(a.fence_margin_ms) {
+                a.fence = FenceStage::Passed;
+                return Ok(());
+            }
+        }
         a.fence = FenceStage::InFlight;
         let batched = match (&a.fences, a.now) {
             (Some(fences), None) => fences.ask(a.action_id, a.epoch).await,
@@ -205,6 +226,7 @@ impl Fence<'_> {
             Err(e) => {
                 // The UPDATE may or may not have committed; InFlight stays, so a panic or a
                 // timeout from here on counts as "maybe written".
+                a.give_back_on_abandon = true;
                 return Err(FenceRefused::Database(e));
             }
         };
@@ -213,9 +235,17 @@ impl Fence<'_> {
             return Ok(());
         }
         a.fence = FenceStage::NotStarted;
-        match store::outbox::fence_state(&a.pool, a.action_id, a.now).await? {
+        let state = match store::outbox::fence_state(&a.pool, a.action_id, a.now).await {
+            Ok(state) => state,
+            Err(e) => {
+                a.give_back_on_abandon = true;
+                return Err(e.into());
+            }
+        };
+        match state {
             None => Err(FenceRefused::Gone),
             Some((epoch, state, left_ms)) if epoch == a.epoch && state == "EXECUTING" => {
+                a.give_back_on_abandon = true;
                 Err(FenceRefused::LeaseTooShort {
                     left_ms: left_ms.unwrap_or(0),
                     margin_ms: a.fence_margin_ms,

@@ -97,10 +97,14 @@ fn retry(claim: Claim, delay_ms: u64, clear_fence: bool, code: &ErrorCode) -> Co
 /// - A panic or a timeout counts as Retry while the fence was not passed (nothing can have been
 ///   written; `write_started_at` of an earlier attempt is kept, because this attempt proved
 ///   nothing), and as Uncertain once it may have been passed.
+/// `claim_marked`: this attempt's claim recorded `write_started_at` as its fence (SPEC §2.3)
+/// and no earlier attempt had; an attempt that then never passed its fence clears that mark
+/// again, because it proves nothing was written.
 pub(crate) fn decide(
     claim: Claim,
     ran: &Ran,
     fence: FenceStage,
+    claim_marked: bool,
     backoff: &Backoff,
     jitter_draw: f64,
 ) -> Option<CompletionRow> {
@@ -109,9 +113,9 @@ pub(crate) fn decide(
     // this attempt set it (passed, or may have passed, its own fence): a reclaimed attempt that
     // answers before its fence keeps the mark of the earlier attempt that may have written, so
     // the next attempt still reads back (SPEC §2.4).
-    let clear_fence = fence != FenceStage::NotStarted;
+    let clear_fence = fence != FenceStage::NotStarted || claim_marked;
     let crashed = |code: &ErrorCode| match fence {
-        FenceStage::NotStarted => retry(claim, backoff_ms(), false, code),
+        FenceStage::NotStarted => retry(claim, backoff_ms(), claim_marked, code),
         FenceStage::InFlight | FenceStage::Passed => {
             ended(claim, StopReason::UncertainProvider, Some(code))
         }
@@ -173,7 +177,7 @@ mod tests {
 
     fn check(claim: Claim, ran: Ran, fence: FenceStage, expected: Row) {
         let backoff = Backoff::default();
-        let got = decide(claim, &ran, fence, &backoff, 0.0)
+        let got = decide(claim, &ran, fence, false, &backoff, 0.0)
             .map(|r| (r.state, r.stop_reason, r.delay_ms, r.refund, r.clear_fence));
         assert_eq!(
             got, expected,
@@ -314,13 +318,13 @@ mod tests {
     #[test]
     fn codes_and_references_are_kept_within_bounds() {
         let b = Backoff::default();
-        let row = decide(claim(1, 1), &Ran::Panicked, FenceStage::Passed, &b, 0.0).unwrap();
+        let row = decide(claim(1, 1), &Ran::Panicked, FenceStage::Passed, false, &b, 0.0).unwrap();
         assert_eq!(row.error_code.as_deref(), Some("adapter_panic"));
         let long = Ran::Returned(Outcome::Done {
             readback_ref: Some("r".repeat(READBACK_REF_BYTES_MAX + 1)),
         });
         assert_eq!(
-            decide(claim(1, 1), &long, FenceStage::Passed, &b, 0.0)
+            decide(claim(1, 1), &long, FenceStage::Passed, false, &b, 0.0)
                 .unwrap()
                 .readback_ref,
             None
@@ -329,10 +333,33 @@ mod tests {
             readback_ref: Some("r".repeat(READBACK_REF_BYTES_MAX)),
         });
         assert!(
-            decide(claim(1, 1), &edge, FenceStage::Passed, &b, 0.0)
+            decide(claim(1, 1), &edge, FenceStage::Passed, false, &b, 0.0)
                 .unwrap()
                 .readback_ref
                 .is_some()
         );
+    }
+
+    #[test]
+    fn a_claim_mark_is_cleared_only_by_an_attempt_that_never_passed_its_fence() {
+        let b = Backoff::default();
+        let retry = Ran::Returned(Outcome::Retry {
+            after: None,
+            code: CODE,
+        });
+        let defer = Ran::Returned(Outcome::Defer {
+            until: std::time::Duration::from_secs(1),
+        });
+        for ran in [&retry, &defer, &Ran::Panicked, &Ran::TimedOut] {
+            // The claim set the mark and the fence was never reached: nothing was written.
+            let row = decide(claim(1, 3), ran, FenceStage::NotStarted, true, &b, 0.0).unwrap();
+            assert!(row.clear_fence, "{ran:?}: a claim's own mark is cleared");
+            // An earlier attempt's mark (claim_marked false) is kept.
+            let row = decide(claim(1, 3), ran, FenceStage::NotStarted, false, &b, 0.0).unwrap();
+            assert!(!row.clear_fence, "{ran:?}: an earlier attempt's mark is kept");
+        }
+        // Passed the fence: a panic may have written, so it ends UNCERTAIN, mark or not.
+        let row = decide(claim(1, 3), &Ran::Panicked, FenceStage::Passed, true, &b, 0.0).unwrap();
+        assert_eq!(row.stop_reason, Some("UNCERTAIN_PROVIDER"));
     }
 }

@@ -28,6 +28,7 @@ use chrono::{DateTime, Utc};
 use futures::FutureExt;
 use rand::Rng;
 use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use wharf_core::action::{ActionState, StopReason};
 
@@ -80,21 +81,58 @@ pub struct SweepReport {
     pub attempts_exhausted: u64,
 }
 
+/// Connections of the executor's own statement pool: two claims, two completion batches, two
+/// fence statements, the housekeeping task and one to spare.
+const STATEMENT_CONNECTIONS_MAX: u32 = 8;
+
 /// One finished attempt, waiting to be recorded.
 struct Finished {
     kind: String,
     label: &'static str,
     row: Option<CompletionRow>,
+    /// The attempt's fence could not reach the database and the adapter gave up without
+    /// calling its provider: give the action back now rather than let it wait out its lease.
+    give_back: Option<GiveBack>,
+}
+
+/// A claimed action to give back unrun (`release.sql`), fenced by (id, epoch).
+#[derive(Debug, Clone, Copy)]
+struct GiveBack {
+    id: i64,
+    epoch: i64,
+    /// Clear `write_started_at`: only this claim can have set it (its claim was the fence, or a
+    /// fence whose answer was lost), and nothing was written.
+    clear_fence: bool,
+}
+
+impl GiveBack {
+    fn of(row: &ClaimedRow) -> GiveBack {
+        GiveBack {
+            id: row.id,
+            epoch: row.epoch,
+            // No mark before this claim: any mark now is this attempt's, and it wrote nothing.
+            clear_fence: !row.write_started,
+        }
+    }
 }
 
 /// A claimed action with the permits it runs under.
 struct Claimed {
     row: ClaimedRow,
+    /// Read before the claim statement was sent: the lease started no earlier.
+    claimed_at: Instant,
     _permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 }
 
 struct Inner {
+    /// The application's pool: adapters' read-only look-ups and the NOTIFY listener.
     pool: PgPool,
+    /// The executor's own small pool for its statements (claims, fences, completions, sweeps),
+    /// on the same server and credentials. Its sessions run without JIT (a claim over a large
+    /// table crossed the JIT cost threshold and spent most of its time compiling) and without a
+    /// test round trip before each statement: a dead connection shows up as the statement's
+    /// error, which every caller handles anyway.
+    statements: PgPool,
     registry: Arc<Registry>,
     config: ExecutorConfig,
     global: Arc<Semaphore>,
@@ -137,8 +175,10 @@ impl Executor {
                 )
             })
             .collect();
+        let statements = statement_pool(&pool);
         Ok(Executor {
             inner: Arc::new(Inner {
+                statements,
                 pool,
                 global: Arc::new(Semaphore::new(config.concurrency_max as usize)),
                 per_kind,
@@ -189,7 +229,7 @@ impl Executor {
         while report.rounds < self.inner.config.drain_rounds_max {
             report.rounds += 1;
             self.sweep_at(now).await?;
-            let moved = store::outbox::make_due(&self.inner.pool, now).await?;
+            let moved = store::outbox::make_due(&self.inner.statements, now).await?;
             let mut ran = 0u64;
             // Bounded by the rounds too: each pass either claims something or ends the loop.
             for _ in 0..self.inner.config.drain_rounds_max {
@@ -210,7 +250,7 @@ impl Executor {
 
     /// Runs both sweeps once (bounded batches, repeated while a batch comes back full).
     pub async fn sweep_at(&self, now: Option<DateTime<Utc>>) -> Result<SweepReport, Error> {
-        let pool = &self.inner.pool;
+        let pool = &self.inner.statements;
         let batch = self.inner.config.sweep_batch_max;
         let mut report = SweepReport::default();
         for _ in 0..self.inner.config.drain_rounds_max {
@@ -249,7 +289,7 @@ impl Executor {
         let mut deleted = 0;
         for _ in 0..c.retention_batches_per_run_max {
             let n =
-                super::ops::delete_ended_before(&self.inner.pool, cutoff, c.retention_batch_max)
+                super::ops::delete_ended_before(&self.inner.statements, cutoff, c.retention_batch_max)
                     .await?;
             deleted += n;
             if n < u64::from(c.retention_batch_max) {
@@ -261,7 +301,7 @@ impl Executor {
 
     /// Refreshes the due-depth and oldest-due-age gauges for every registered kind.
     pub async fn refresh_gauges(&self) -> Result<(), Error> {
-        let rows = store::outbox::due_gauges(&self.inner.pool, None).await?;
+        let rows = store::outbox::due_gauges(&self.inner.statements, None).await?;
         let by_kind: HashMap<String, (i64, f64)> =
             rows.into_iter().map(|(k, n, age)| (k, (n, age))).collect();
         for kind in self.inner.registry.kinds() {
@@ -343,7 +383,7 @@ impl Executor {
         // statement must not drop them (they would sit until the lease expires). Log it and run
         // what was claimed.
         if (rows.len() as u32) < want {
-            match store::outbox::demote(&inner.pool, inner.config.claim_scan_max, now).await {
+            match store::outbox::demote(&inner.statements, inner.config.claim_scan_max, now).await {
                 Ok(0) => {}
                 Ok(_) => {
                     // The second look must not give a tenant its cap a second time.
@@ -372,9 +412,10 @@ impl Executor {
             match self.permits(&row.kind) {
                 Some(permits) => claimed.push(Claimed {
                     row,
+                    claimed_at: started,
                     _permits: permits,
                 }),
-                None => back.push((row.id, row.epoch)),
+                None => back.push(GiveBack::of(&row)),
             }
         }
         self.give_back(back).await;
@@ -418,7 +459,7 @@ impl Executor {
                     *left -= 1;
                     kept.push(row);
                 }
-                _ => back.push((row.id, row.epoch)),
+                _ => back.push(GiveBack::of(&row)),
             }
         }
         self.tell_claimed(&kept);
@@ -429,18 +470,22 @@ impl Executor {
     /// Gives claimed actions back unrun: ADMITTED again, due now, no attempt counted (fenced
     /// by (id, epoch)). A failure is logged, never returned: the actions come back when their
     /// leases run out.
-    async fn give_back(&self, rows: Vec<(i64, i64)>) {
+    async fn give_back(&self, rows: Vec<GiveBack>) {
         if rows.is_empty() {
             return;
         }
-        let (ids, epochs): (Vec<i64>, Vec<i64>) = rows.into_iter().unzip();
-        let released = match store::outbox::release(&self.inner.pool, &ids, &epochs).await {
-            Ok(released) => released,
-            Err(e) => {
-                tracing::warn!(error = %e, "outbox release failed; the actions wait for their leases to expire");
-                return;
-            }
-        };
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let epochs: Vec<i64> = rows.iter().map(|r| r.epoch).collect();
+        let clear: Vec<bool> = rows.iter().map(|r| r.clear_fence).collect();
+        metrics::given_back(rows.len());
+        let released =
+            match store::outbox::release(&self.inner.statements, &ids, &epochs, &clear).await {
+                Ok(released) => released,
+                Err(e) => {
+                    tracing::warn!(error = %e, "outbox release failed; the actions wait for their leases to expire");
+                    return;
+                }
+            };
         if released.len() < ids.len() {
             // Not an error: a row missing here was erased meanwhile (fenced by epoch, nothing
             // else can have touched it). Its lease, if it still exists, brings it back.
@@ -480,29 +525,32 @@ impl Executor {
         // The capped statement only while some kind has caps that can bind: it probes every
         // scanned candidate, where the plain one stops at the first `want` heads.
         let tenant_caps = (!caps.kinds.is_empty()).then(|| caps.to_store());
+        let fence_kinds = self.claim_fence_kinds(kinds, now);
         let mut tries = 0;
         loop {
             let claimed = match &tenant_caps {
                 None => {
                     store::outbox::claim(
-                        &self.inner.pool,
+                        &self.inner.statements,
                         want,
                         c.lease_ms,
                         now,
                         kinds,
                         c.claim_scan_max,
+                        &fence_kinds,
                     )
                     .await
                 }
                 Some(tenant_caps) => {
                     store::outbox::claim_capped(
-                        &self.inner.pool,
+                        &self.inner.statements,
                         want,
                         c.lease_ms,
                         now,
                         kinds,
                         c.claim_scan_max,
                         tenant_caps,
+                        &fence_kinds,
                     )
                     .await
                 }
@@ -519,6 +567,25 @@ impl Executor {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// The kinds among `kinds` whose claim is their fence: not at-most-once, with
+    /// `fence_with_claim` on, and never under a test clock (the claim-as-fence check reads the
+    /// monotonic clock, which a test clock does not move).
+    fn claim_fence_kinds<'k>(&self, kinds: &[&'k str], now: Option<DateTime<Utc>>) -> Vec<&'k str> {
+        if !self.inner.config.fence_with_claim || now.is_some() {
+            return Vec::new();
+        }
+        kinds
+            .iter()
+            .copied()
+            .filter(|k| {
+                self.inner
+                    .registry
+                    .get(k)
+                    .is_some_and(|r| !r.spec.at_most_once)
+            })
+            .collect()
     }
 
     /// Runs one claimed action's adapter under the call timeout, catching a panic, and decides
@@ -538,8 +605,11 @@ impl Executor {
                 kind: row.kind,
                 label: "abandoned",
                 row: None,
+                give_back: None,
             };
         };
+        let give_back = GiveBack::of(&row);
+        let claim_marked = row.claim_fenced && !row.write_started;
         let spec = &registered.spec;
         let call_timeout = Duration::from_millis(spec.call_timeout_ms);
         let claim = Claim {
@@ -566,6 +636,9 @@ impl Executor {
             fence_margin_ms: inner.config.fence_margin_ms,
             now,
             fence: FenceStage::NotStarted,
+            claim_fence: (row.claim_fenced && now.is_none()).then_some(claimed.claimed_at),
+            lease_ms: inner.config.lease_ms,
+            give_back_on_abandon: false,
             fences,
         };
         let started = Instant::now();
@@ -577,11 +650,17 @@ impl Executor {
         };
         metrics::execution_took(&row.kind, started.elapsed());
         let jitter = rand::thread_rng().gen_range(-1.0..=1.0);
-        let decided = decide(claim, &ran, attempt.fence, &spec.backoff, jitter);
+        let decided = decide(claim, &ran, attempt.fence, claim_marked, &spec.backoff, jitter);
+        // Abandoned after a fence that refused while this claim still held the action (the
+        // database could not be reached, or too little lease was left): the adapter did not
+        // call its provider. Give it back now; waiting out the lease (minutes) for a dropped
+        // connection is what left actions stuck after a backend was killed.
+        let give_back = (decided.is_none() && attempt.give_back_on_abandon).then_some(give_back);
         Finished {
             kind: row.kind,
             label: ran.label(),
             row: decided,
+            give_back,
         }
     }
 
@@ -591,12 +670,14 @@ impl Executor {
         finished: Vec<Finished>,
         now: Option<DateTime<Utc>>,
     ) -> Result<(), Error> {
+        let back: Vec<GiveBack> = finished.iter().filter_map(|f| f.give_back).collect();
+        self.give_back(back).await;
         let rows: Vec<CompletionRow> = finished.iter().filter_map(|f| f.row.clone()).collect();
         let mut recorded: HashSet<i64> = HashSet::new();
         if !rows.is_empty() {
             let mut tries = 0;
             loop {
-                match store::outbox::complete(&self.inner.pool, &rows, now).await {
+                match store::outbox::complete(&self.inner.statements, &rows, now).await {
                     Ok(ids) => {
                         recorded.extend(ids);
                         break;
@@ -628,4 +709,18 @@ impl Executor {
         }
         Ok(())
     }
+}
+
+/// The executor's statement pool over `pool`'s server and credentials (see [`Inner`]).
+fn statement_pool(pool: &PgPool) -> PgPool {
+    let options = (*pool.connect_options())
+        .clone()
+        .application_name("wharf executor")
+        .options([("jit", "off")]);
+    PgPoolOptions::new()
+        .max_connections(STATEMENT_CONNECTIONS_MAX)
+        .min_connections(0)
+        .test_before_acquire(false)
+        .acquire_timeout(pool.options().get_acquire_timeout())
+        .connect_lazy_with(options)
 }

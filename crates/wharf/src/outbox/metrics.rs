@@ -17,6 +17,9 @@ pub const ENDED_TOTAL: &str = "wharf_action_ended_total";
 pub const DUE_DEPTH: &str = "wharf_action_due_depth";
 /// Gauge: age in seconds of the oldest due ADMITTED action, by `kind` (0 when none is due).
 pub const OLDEST_DUE_AGE_SECONDS: &str = "wharf_action_oldest_due_age_seconds";
+/// Counter: claimed actions given back unrun (no attempt counted): beyond a kind's allowance,
+/// held too long or at shutdown, or after a fence that could not reach the database.
+pub const GIVEN_BACK_TOTAL: &str = "wharf_action_given_back_total";
 /// Histogram: seconds per claim statement.
 pub const CLAIM_SECONDS: &str = "wharf_claim_seconds";
 /// Histogram: seconds per `execute` call, by `kind`.
@@ -50,6 +53,10 @@ pub(crate) fn ended(kind: &str, id: i64, state: ActionState, reason: StopReason)
             "action ended UNCERTAIN"
         );
     }
+}
+
+pub(crate) fn given_back(count: usize) {
+    metrics::counter!(GIVEN_BACK_TOTAL).increment(count as u64);
 }
 
 pub(crate) fn claim_took(took: Duration) {

@@ -236,8 +236,11 @@ pub struct ClaimedRow {
     pub attempt: i32,
     pub max_attempts: i32,
     pub epoch: i64,
+    /// An earlier attempt may have written (the mark as it was before this claim).
     pub write_started: bool,
     pub at_most_once: bool,
+    /// This claim recorded `write_started_at` itself: its commit is the attempt's fence.
+    pub claim_fenced: bool,
 }
 
 /// Claims due lane heads and expired leases (`claim.sql`).
@@ -248,6 +251,7 @@ pub async fn claim<'c>(
     now: Option<DateTime<Utc>>,
     kinds: &[&str],
     scan_max: u32,
+    fence_kinds: &[&str],
 ) -> Result<Vec<ClaimedRow>, sqlx::Error> {
     sqlx::query_as(include_str!("../../sql/outbox/claim.sql"))
         .bind(i32::try_from(count_max).unwrap_or(i32::MAX))
@@ -255,6 +259,7 @@ pub async fn claim<'c>(
         .bind(now)
         .bind(kinds)
         .bind(i32::try_from(scan_max).unwrap_or(i32::MAX))
+        .bind(fence_kinds)
         .fetch_all(executor)
         .await
 }
@@ -286,6 +291,7 @@ pub async fn claim_capped<'c>(
     kinds: &[&str],
     scan_max: u32,
     caps: &TenantCaps,
+    fence_kinds: &[&str],
 ) -> Result<Vec<ClaimedRow>, sqlx::Error> {
     sqlx::query_as(include_str!("../../sql/outbox/claim_capped.sql"))
         .bind(i32::try_from(count_max).unwrap_or(i32::MAX))
@@ -296,6 +302,7 @@ pub async fn claim_capped<'c>(
         .bind(&caps.kinds)
         .bind(&caps.tenants)
         .bind(&caps.rows)
+        .bind(fence_kinds)
         .fetch_all(executor)
         .await
 }
@@ -416,10 +423,12 @@ pub async fn release<'c>(
     executor: impl PgExecutor<'c>,
     ids: &[i64],
     epochs: &[i64],
+    clear_fence: &[bool],
 ) -> Result<Vec<i64>, sqlx::Error> {
     sqlx::query_scalar(include_str!("../../sql/outbox/release.sql"))
         .bind(ids)
         .bind(epochs)
+        .bind(clear_fence)
         .fetch_all(executor)
         .await
 }

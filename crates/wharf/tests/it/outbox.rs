@@ -3,6 +3,7 @@
 //! Time moves through the `now` parameters and direct UPDATEs of lease times, never sleeps, so
 //! no assertion depends on timing. Support (fake adapters, helpers) is in `outbox/support.rs`.
 
+mod claim_fence;
 mod claim_window;
 mod conformance;
 mod enqueue;

@@ -4,6 +4,9 @@
 //! the executor uses them.
 
 use super::CLAIM_BATCH_LIMIT;
+
+/// Results one completion statement records at most: bounds its locks and its arrays.
+pub const COMPLETION_BATCH_LIMIT: u32 = 1_000;
 use crate::outbox::error::Error;
 use crate::outbox::kind::Registry;
 
@@ -62,6 +65,16 @@ pub struct ExecutorConfig {
     pub completion_batch_max: u32,
     /// `drain` gives up after this many rounds (a round makes everything due and runs it).
     pub drain_rounds_max: u32,
+    /// Claim statements `run` keeps in flight at once while claims come back full (1..=4). A
+    /// second claim sent while the first runs lets the database work on both cores; claims
+    /// lock their rows where they find them (SKIP LOCKED), so two never take the same row.
+    pub claims_in_flight_max: u32,
+    /// Let the claim's own commit be the fence of kinds that are not at-most-once (SPEC §2.3,
+    /// "refinement for speed"): the claim records `write_started_at`, and `begin_write` answers
+    /// without a round trip while the lease, by the monotonic clock taken before the claim was
+    /// sent, has more than the fence margin left. At-most-once kinds always fence on their own.
+    /// Off: every attempt's fence is its own statement (as under a test clock).
+    pub fence_with_claim: bool,
 }
 
 impl Default for ExecutorConfig {
@@ -71,9 +84,10 @@ impl Default for ExecutorConfig {
             claim_scan_max: 1_000,
             concurrency_max: 100,
             per_kind_concurrency_max: 100,
-            // A third of the concurrency: enough to cover one claim statement's round trip at
-            // full speed, small enough that one replica does not hoard work others could run.
-            claim_ahead_max: 32,
+            // Two claims of 100: at full speed, what a few hundred fast attempts take covers one
+            // claim statement's round trip and commit. Held actions are given back on shutdown
+            // and when they wait too long, so a replica cannot sit on them.
+            claim_ahead_max: 200,
             // 5 min: an SMTP or HTTP call with its own timeouts fits easily, and a dead
             // replica's actions wait at most this long.
             lease_ms: 5 * 60 * 1_000,
@@ -89,8 +103,10 @@ impl Default for ExecutorConfig {
             retention_batch_max: 1_000,
             retention_batches_per_run_max: 100,
             gauge_interval_ms: 60 * 1_000,
-            completion_batch_max: CLAIM_BATCH_LIMIT,
+            completion_batch_max: 200,
             drain_rounds_max: 10_000,
+            claims_in_flight_max: 2,
+            fence_with_claim: true,
         }
     }
 }
@@ -111,6 +127,14 @@ impl ExecutorConfig {
         }
         if self.concurrency_max > 10_000 || self.per_kind_concurrency_max > 10_000 {
             return fail("concurrency limits must be ≤ 10000".into());
+        }
+        if !(1..=4).contains(&self.claims_in_flight_max) {
+            return fail("claims_in_flight_max must be 1..=4".into());
+        }
+        if self.completion_batch_max > COMPLETION_BATCH_LIMIT {
+            return fail(format!(
+                "completion_batch_max must be ≤ {COMPLETION_BATCH_LIMIT}"
+            ));
         }
         if self.claim_ahead_max > 10_000 {
             return fail("claim_ahead_max must be ≤ 10000".into());

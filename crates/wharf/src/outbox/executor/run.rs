@@ -13,10 +13,13 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use sqlx::postgres::PgListener;
-use tokio::sync::{mpsc, watch};
+use std::sync::Arc;
+
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
-use super::{Claimed, Executor, Finished, NOTIFY_CHANNEL};
+use super::{Claimed, Executor, Finished, GiveBack, NOTIFY_CHANNEL};
+use crate::outbox::kind::ClaimBudget;
 use crate::outbox::caps::Caps;
 use crate::outbox::error::Error;
 use crate::outbox::fences::Fences;
@@ -33,12 +36,32 @@ struct Ready {
 
 /// What a claim running beside `run`'s loop reports.
 enum ClaimEvent {
-    /// Claimed rows, within the allowances they were claimed under.
+    /// Claimed rows, within the allowances they were claimed under, and the instant read
+    /// before the claim statement was sent.
     Rows(Vec<ClaimedRow>, Instant),
-    /// The claim is over. `again`: it came back full or uncovered hidden heads, so more may be
-    /// due right now. `empty`: it found nothing (the loop backs off).
-    Finished { again: bool, empty: bool },
+    /// The claim is over: what it was sent for, and how it went.
+    Finished(Sent, ClaimEnd),
 }
+
+/// What one claim was sent for: counted as in hand until it finishes.
+struct Sent {
+    want: u32,
+    allowances: HashMap<&'static str, u32>,
+}
+
+/// How a claim beside the loop ended.
+enum ClaimEnd {
+    /// `again`: it came back full or uncovered hidden heads, so more may be due right now.
+    /// `empty`: it found nothing (the loop backs off). `full`: it took all it asked for.
+    Done { again: bool, empty: bool, full: bool },
+    /// The statement failed (logged); the loop retries after a short, growing wait.
+    Failed,
+}
+
+/// First wait after a failed claim; it doubles up to `poll_interval_ms_max`.
+const CLAIM_ERROR_BACKOFF_MS_MIN: u64 = 25;
+/// Completion statements in flight at once: one commits while the next batch fills.
+const COMPLETIONS_IN_FLIGHT_MAX: usize = 2;
 
 impl Executor {
     /// Runs until `shutdown` completes: claims whenever there is room and due work, starts
@@ -81,10 +104,15 @@ impl Executor {
             let this = self.clone();
             tokio::spawn(async move { this.housekeeping(stopped).await })
         };
-        let fences = Fences::start(inner.pool.clone(), c.fence_margin_ms);
+        let fences = Fences::start(inner.statements.clone(), c.fence_margin_ms);
 
-        let (claim_tx, mut claim_rx) = mpsc::channel::<ClaimEvent>(2);
-        let mut claiming = false;
+        let (claim_tx, mut claim_rx) =
+            mpsc::channel::<ClaimEvent>(2 * c.claims_in_flight_max as usize);
+        // Claims in flight, and what they may still bring: counted as in hand, so claims sent
+        // together never take more than `claim_ahead_max` beyond the running attempts.
+        let mut claiming = 0u32;
+        let mut pending_want = 0u32;
+        let mut pending_kinds: HashMap<&'static str, u32> = HashMap::new();
         let mut ready: VecDeque<Ready> = VecDeque::new();
         let mut tasks = JoinSet::new();
         let interval = |ms: u64| Duration::from_millis(ms);
@@ -96,6 +124,13 @@ impl Executor {
         // last claim was full. Without one, an empty claim is followed by backing off.
         let mut hinted = true;
         let mut last_empty = false;
+        // The last claim came back full: more is due than one claim takes, so a second claim
+        // may go out while the first runs.
+        let mut last_full = false;
+        // After a failed claim (the database restarting, a connection killed), the next one
+        // waits this long: short at first, so a replica is back to full speed as soon as the
+        // database answers again, doubling up to the longest poll interval while it does not.
+        let mut error_ms = 0u64;
         // A short claim is followed by a demotion at most once per short poll interval: at a
         // trickle every claim is short, and a demotion after each would double the statements
         // on the path of the next action without uncovering anything.
@@ -106,12 +141,14 @@ impl Executor {
                 .await;
 
             let running = c.concurrency_max - inner.global.available_permits() as u32;
-            let in_hand = running + ready.len() as u32;
+            let in_hand = running + ready.len() as u32 + pending_want;
             let want = hand_max.saturating_sub(in_hand).min(c.claim_batch_max);
-            let worth_it = if !ready.is_empty() {
-                // Work is in hand: refill only by a worthwhile batch. Many small claims cost a
-                // statement each, and on a busy server statements are what slows every
-                // attempt down.
+            let worth_it = if error_ms > 0 {
+                last_claim.elapsed() >= interval(error_ms)
+            } else if !ready.is_empty() || claiming > 0 {
+                // Work is in hand or on its way: refill only by a worthwhile batch. Many small
+                // claims cost a statement each, and on a busy server statements are what slows
+                // every attempt down.
                 want >= claim_threshold
             } else if last_empty {
                 hinted || last_claim.elapsed() >= interval(idle_ms)
@@ -121,17 +158,27 @@ impl Executor {
                     || in_hand == 0
                     || last_claim.elapsed() >= interval(c.poll_interval_ms_min)
             };
-            if !claiming && want > 0 && worth_it {
+            // A second claim only while claims come back full, and only when no kind has a
+            // claim budget: a budget is read per claim, and two claims read at once would both
+            // spend it.
+            let may_claim = claiming == 0
+                || (claiming < c.claims_in_flight_max && last_full && self.budgets_unlimited());
+            if may_claim && want > 0 && worth_it {
                 let (allowances, caps) = self.allowances(want, |kind| {
                     let running = inner.per_kind.get(kind).map_or(0, |s| {
                         c.per_kind_concurrency_max - s.available_permits() as u32
                     });
                     let waiting = ready.iter().filter(|r| r.row.kind == kind).count() as u32;
+                    let coming = pending_kinds.get(kind).copied().unwrap_or(0);
                     (c.per_kind_concurrency_max + c.claim_ahead_max)
-                        .saturating_sub(running + waiting)
+                        .saturating_sub(running + waiting + coming)
                 });
                 if !allowances.is_empty() {
-                    claiming = true;
+                    claiming += 1;
+                    pending_want += want;
+                    for (kind, n) in &allowances {
+                        *pending_kinds.entry(kind).or_default() += n;
+                    }
                     hinted = false;
                     last_claim = Instant::now();
                     let may_demote = last_demotion
@@ -141,26 +188,31 @@ impl Executor {
                     }
                     let (this, tx) = (self.clone(), claim_tx.clone());
                     tokio::spawn(async move {
+                        let sent = Sent {
+                            want,
+                            allowances: allowances.clone(),
+                        };
                         // An adapter's `claimed` runs inside; a panic there must not leave the
                         // loop waiting for a claim that never finishes.
                         let claim =
                             this.claim_beside(want, allowances, caps, may_demote, tx.clone());
-                        if AssertUnwindSafe(claim).catch_unwind().await.is_err() {
-                            tracing::error!(
-                                "outbox claim panicked; its actions come back when their leases expire"
-                            );
-                            let _ = tx
-                                .send(ClaimEvent::Finished {
-                                    again: false,
-                                    empty: true,
-                                })
-                                .await;
-                        }
+                        let end = match AssertUnwindSafe(claim).catch_unwind().await {
+                            Ok(end) => end,
+                            Err(_) => {
+                                tracing::error!(
+                                    "outbox claim panicked; its actions come back when their leases expire"
+                                );
+                                ClaimEnd::Failed
+                            }
+                        };
+                        let _ = tx.send(ClaimEvent::Finished(sent, end)).await;
                     });
                 }
             }
 
-            let sleep_ms = if in_hand > 0 {
+            let sleep_ms = if error_ms > 0 {
+                error_ms
+            } else if in_hand > 0 {
                 c.poll_interval_ms_min
             } else {
                 idle_ms
@@ -173,32 +225,52 @@ impl Executor {
                     ClaimEvent::Rows(rows, claimed) => {
                         ready.extend(rows.into_iter().map(|row| Ready { row, claimed }));
                     }
-                    ClaimEvent::Finished { again, empty } => {
-                        claiming = false;
-                        hinted |= again;
-                        last_empty = empty;
-                        idle_ms = if empty {
-                            (idle_ms * 2).min(c.poll_interval_ms_max)
-                        } else {
-                            c.poll_interval_ms_min
-                        };
+                    ClaimEvent::Finished(sent, end) => {
+                        claiming -= 1;
+                        pending_want -= sent.want;
+                        for (kind, n) in &sent.allowances {
+                            if let Some(left) = pending_kinds.get_mut(kind) {
+                                *left = left.saturating_sub(*n);
+                            }
+                        }
+                        match end {
+                            ClaimEnd::Failed => {
+                                error_ms = (error_ms * 2).clamp(
+                                    CLAIM_ERROR_BACKOFF_MS_MIN,
+                                    c.poll_interval_ms_max,
+                                );
+                                last_full = false;
+                            }
+                            ClaimEnd::Done { again, empty, full } => {
+                                error_ms = 0;
+                                hinted |= again;
+                                last_empty = empty;
+                                last_full = full;
+                                idle_ms = if empty {
+                                    (idle_ms * 2).min(c.poll_interval_ms_max)
+                                } else {
+                                    c.poll_interval_ms_min
+                                };
+                            }
+                        }
                     }
                 },
                 _ = tokio::time::sleep(interval(sleep_ms)) => {}
             }
         }
 
-        // Stop claiming: take in the claim in flight, then give back what has not started, so
+        // Stop claiming: take in the claims in flight, then give back what has not started, so
         // another replica can run it now rather than after the lease.
-        while claiming {
+        while claiming > 0 {
             match claim_rx.recv().await {
                 Some(ClaimEvent::Rows(rows, claimed)) => {
                     ready.extend(rows.into_iter().map(|row| Ready { row, claimed }));
                 }
-                Some(ClaimEvent::Finished { .. }) | None => claiming = false,
+                Some(ClaimEvent::Finished(..)) => claiming -= 1,
+                None => claiming = 0,
             }
         }
-        self.give_back(ready.drain(..).map(|r| (r.row.id, r.row.epoch)).collect())
+        self.give_back(ready.drain(..).map(|r| GiveBack::of(&r.row)).collect())
             .await;
         let _ = stop_housekeeping.send(true);
 
@@ -226,6 +298,14 @@ impl Executor {
         Ok(())
     }
 
+    /// True when every registered kind's adapter answers [`ClaimBudget::Unlimited`] now.
+    fn budgets_unlimited(&self) -> bool {
+        self.inner
+            .registry
+            .all()
+            .all(|r| matches!(r.adapter.claim_budget(), ClaimBudget::Unlimited))
+    }
+
     /// Starts held actions while slots are free (a global and a per-kind permit each), oldest
     /// claim first, skipping kinds whose slots are full; gives back those that waited so long
     /// that their fence might refuse.
@@ -244,7 +324,7 @@ impl Executor {
         ready.retain(|r| {
             let fresh = r.claimed.elapsed() < wait_max;
             if !fresh {
-                stale.push((r.row.id, r.row.epoch));
+                stale.push(GiveBack::of(&r.row));
             }
             fresh
         });
@@ -254,11 +334,12 @@ impl Executor {
                 i += 1;
                 continue;
             };
-            let Some(Ready { row, .. }) = ready.remove(i) else {
+            let Some(Ready { row, claimed }) = ready.remove(i) else {
                 break;
             };
             let claimed = Claimed {
                 row,
+                claimed_at: claimed,
                 _permits: permits,
             };
             let (this, tx, fences) = (self.clone(), done.clone(), fences.clone());
@@ -289,7 +370,7 @@ impl Executor {
         caps: Caps,
         may_demote: bool,
         tx: mpsc::Sender<ClaimEvent>,
-    ) {
+    ) -> ClaimEnd {
         let started = Instant::now();
         let got = match self.claim_within(want, None, &mut allowances, &caps).await {
             Ok(rows) => {
@@ -302,32 +383,30 @@ impl Executor {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "outbox claim failed");
-                let _ = tx
-                    .send(ClaimEvent::Finished {
-                        again: false,
-                        empty: true,
-                    })
-                    .await;
-                return;
+                return ClaimEnd::Failed;
             }
         };
-        let mut again = got == want;
+        let full = got == want;
+        let mut again = full;
         if !again && may_demote {
             // Short: take the hint off rows that wait behind an earlier action of their lane;
             // if that uncovered anything, the loop looks again now.
-            match store::outbox::demote(&self.inner.pool, self.inner.config.claim_scan_max, None)
+            match store::outbox::demote(
+                &self.inner.statements,
+                self.inner.config.claim_scan_max,
+                None,
+            )
                 .await
             {
                 Ok(n) => again = n > 0,
                 Err(e) => tracing::warn!(error = %e, "outbox demotion failed"),
             }
         }
-        let _ = tx
-            .send(ClaimEvent::Finished {
-                again,
-                empty: got == 0 && !again,
-            })
-            .await;
+        ClaimEnd::Done {
+            again,
+            empty: got == 0 && !again,
+            full,
+        }
     }
 
     /// Sweeps, retention and gauges on their intervals until `stop` turns true. Beside the
@@ -381,9 +460,18 @@ impl Executor {
         }
     }
 
+    /// Records finished attempts in batches, up to [`COMPLETIONS_IN_FLIGHT_MAX`] statements at
+    /// once. A batch is cut when a statement is free, so results that finish while both run
+    /// wait and go together: batches grow with load, and a lone result never waits for company.
     async fn record_loop(&self, mut rx: mpsc::Receiver<Finished>) {
         let max = self.inner.config.completion_batch_max as usize;
+        let statements = Arc::new(Semaphore::new(COMPLETIONS_IN_FLIGHT_MAX));
+        let mut running = JoinSet::new();
         while let Some(first) = rx.recv().await {
+            let Ok(permit) = statements.clone().acquire_owned().await else {
+                break;
+            };
+            while running.try_join_next().is_some() {}
             let mut batch = vec![first];
             while batch.len() < max {
                 match rx.try_recv() {
@@ -391,11 +479,16 @@ impl Executor {
                     Err(_) => break,
                 }
             }
-            if let Err(e) = self.record(batch, None).await {
-                tracing::error!(error = %e, "outbox could not record results; their leases will expire and they will be claimed again");
-            }
-            // A completion may have freed a lane: look for its next action now.
-            self.inner.wake.notify_one();
+            let this = self.clone();
+            running.spawn(async move {
+                if let Err(e) = this.record(batch, None).await {
+                    tracing::error!(error = %e, "outbox could not record results; their leases will expire and they will be claimed again");
+                }
+                drop(permit);
+                // A completion may have freed a lane: look for its next action now.
+                this.inner.wake.notify_one();
+            });
         }
+        while running.join_next().await.is_some() {}
     }
 }

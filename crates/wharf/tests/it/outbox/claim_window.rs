@@ -90,7 +90,7 @@ async fn start_slow(
     for lane in lanes {
         enqueue(pool, registry, req(lane, &format!("{lane}-slow"))).await;
     }
-    let mut running = store::claim(pool, 100, SLOW_LEASE_MS, None, &[KIND], 1000)
+    let mut running = store::claim(pool, 100, SLOW_LEASE_MS, None, &[KIND], 1000, &[])
         .await
         .unwrap();
     assert_eq!(running.len(), lanes.len());
@@ -139,7 +139,7 @@ async fn busy_lanes_do_not_starve_idle_ones() {
     }
     // The gap: the first SCAN candidates are all busy lanes' next actions, so a claim on its
     // own finds no head at all.
-    let alone = store::claim(&db.pool, BATCH, 20_000, None, &[KIND], SCAN)
+    let alone = store::claim(&db.pool, BATCH, 20_000, None, &[KIND], SCAN, &[])
         .await
         .unwrap();
     assert!(alone.is_empty(), "{alone:?}");
@@ -232,7 +232,7 @@ async fn every_way_out_of_executing_gives_the_lane_its_hint_back() {
         }
         enqueue(&db.pool, &registry, r).await;
     }
-    let running = store::claim(&db.pool, 100, 20_000, None, &[KIND], 1000)
+    let running = store::claim(&db.pool, 100, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap();
     assert_eq!(running.len(), lanes.len());
@@ -264,7 +264,7 @@ async fn every_way_out_of_executing_gives_the_lane_its_hint_back() {
     // Release.
     let r = head("release");
     assert_eq!(
-        store::release(&db.pool, &[r.id], &[r.epoch]).await.unwrap(),
+        store::release(&db.pool, &[r.id], &[r.epoch], &[]).await.unwrap(),
         vec![r.id]
     );
     assert!(hint(&db.pool, r.id).await);
@@ -285,7 +285,7 @@ async fn every_way_out_of_executing_gives_the_lane_its_hint_back() {
     assert!(stranded(&db.pool).await.is_empty());
 
     // And each lane's first unstarted action is a head a claim takes.
-    let claimed: BTreeSet<i64> = store::claim(&db.pool, 100, 20_000, None, &[KIND], 1000)
+    let claimed: BTreeSet<i64> = store::claim(&db.pool, 100, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap()
         .into_iter()
@@ -320,7 +320,7 @@ async fn a_backlogged_lane_gets_one_promotion_per_action_and_none_at_a_claim() {
         }
         h
     };
-    let claim_one = || store::claim(&db.pool, 10, SLOW_LEASE_MS, None, &[KIND], 1000);
+    let claim_one = || store::claim(&db.pool, 10, SLOW_LEASE_MS, None, &[KIND], 1000, &[]);
     let a = claim_one().await.unwrap().remove(0);
     assert_eq!(a.id, ids[0]);
     // b waits behind the running a, c behind the unstarted b.
@@ -372,7 +372,7 @@ async fn one_busy_lane(
         r = r.subject(s);
     }
     enqueue(pool, registry, r).await;
-    let head = store::claim(pool, 10, SLOW_LEASE_MS, None, &[KIND], 1000)
+    let head = store::claim(pool, 10, SLOW_LEASE_MS, None, &[KIND], 1000, &[])
         .await
         .unwrap()
         .remove(0);
@@ -504,7 +504,7 @@ async fn worker(pool: sqlx::PgPool, seed: u64, rounds_max: u32) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut held: Vec<ClaimedRow> = Vec::new();
     for _ in 0..rounds_max {
-        let claimed = match store::claim(&pool, 3, SLOW_LEASE_MS, None, &[KIND], 6).await {
+        let claimed = match store::claim(&pool, 3, SLOW_LEASE_MS, None, &[KIND], 6, &[]).await {
             Ok(rows) => rows,
             // Two workers took heads of one lane at once; the unique index let one win.
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Vec::new(),
@@ -535,7 +535,7 @@ async fn worker(pool: sqlx::PgPool, seed: u64, rounds_max: u32) {
             let ids: Vec<i64> = releases.iter().map(|r| r.id).collect();
             let epochs: Vec<i64> = releases.iter().map(|r| r.epoch).collect();
             assert_eq!(
-                store::release(&pool, &ids, &epochs).await.unwrap().len(),
+                store::release(&pool, &ids, &epochs, &[]).await.unwrap().len(),
                 ids.len()
             );
         }

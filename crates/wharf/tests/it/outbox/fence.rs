@@ -28,7 +28,7 @@ async fn an_expired_lease_is_reclaimed_without_waiting_for_the_lane() {
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
     let behind = enqueue(&db.pool, &registry, req("lane", "behind")).await;
     // A worker claims it and dies before the fence.
-    let claimed = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000)
+    let claimed = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap();
     assert_eq!(claimed.iter().map(|c| c.id).collect::<Vec<_>>(), vec![id]);
@@ -41,7 +41,7 @@ async fn an_expired_lease_is_reclaimed_without_waiting_for_the_lane() {
     // Past the lease (moved by the clock parameter, not by sleeping), the claim takes it again
     // at once, before the action behind it.
     let later = Some(Utc::now() + Duration::seconds(25));
-    let again = store::claim(&db.pool, 10, 20_000, later, &[KIND], 1000)
+    let again = store::claim(&db.pool, 10, 20_000, later, &[KIND], 1000, &[])
         .await
         .unwrap();
     assert_eq!(
@@ -68,7 +68,7 @@ async fn a_stale_workers_fence_and_completion_change_nothing() {
     let db = TestDb::new().await;
     let (registry, fake, ..) = registry();
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
-    let stale = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000)
+    let stale = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap()
         .remove(0);
@@ -103,12 +103,12 @@ async fn a_completion_for_a_superseded_epoch_is_abandoned_while_the_new_claim_ru
     let db = TestDb::new().await;
     let (registry, ..) = registry();
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
-    let first = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000)
+    let first = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap()
         .remove(0);
     expire_leases(&db.pool).await;
-    let second = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000)
+    let second = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap()
         .remove(0);
@@ -145,7 +145,7 @@ async fn the_fence_refuses_a_newer_claim_inside_an_attempt() {
         )],
     );
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
-    executor(&db.pool, &registry).run_once().await.unwrap();
+    durable_fence_executor(&db.pool, &registry).run_once().await.unwrap();
     let seen = fake.seen();
     assert!(
         seen[0].fence.as_deref().unwrap().starts_with("Superseded"),
@@ -165,7 +165,7 @@ async fn the_fence_refuses_with_less_than_the_margin_left() {
         "UPDATE wharf.action SET lease_expires_at = now() + interval '4 seconds' WHERE id = $ID",
     )]);
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
-    executor(&db.pool, &registry).run_once().await.unwrap();
+    durable_fence_executor(&db.pool, &registry).run_once().await.unwrap();
     let seen = fake.seen();
     assert!(
         seen[0]
@@ -175,8 +175,10 @@ async fn the_fence_refuses_with_less_than_the_margin_left() {
             .starts_with("LeaseTooShort"),
         "{seen:?}"
     );
+    // Nothing was written and this claim still held it: given back at once, no attempt
+    // counted, instead of waiting out the lease.
     let v = view(&db.pool, id).await;
-    assert_eq!(v.state, ActionState::Executing);
+    assert_eq!((v.state, v.attempt), (ActionState::Admitted, 0));
     assert!(v.write_started_at.is_none());
 }
 
@@ -186,7 +188,7 @@ async fn the_fence_margin_edge() {
     let (registry, ..) = registry();
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
     let t0 = Utc::now();
-    let c = store::claim(&db.pool, 10, 20_000, Some(t0), &[KIND], 1000)
+    let c = store::claim(&db.pool, 10, 20_000, Some(t0), &[KIND], 1000, &[])
         .await
         .unwrap()
         .remove(0);
@@ -219,7 +221,7 @@ async fn erasure_between_claim_and_fence_makes_the_fence_refuse() {
     let (registry, fake, ..) = registry();
     fake.script("k", vec![Step::EraseThenFence("acct-1")]);
     let id = enqueue(&db.pool, &registry, req("lane", "k").subject("acct-1")).await;
-    executor(&db.pool, &registry).run_once().await.unwrap();
+    durable_fence_executor(&db.pool, &registry).run_once().await.unwrap();
     let seen = fake.seen();
     assert_eq!(seen[0].fence.as_deref(), Some("Gone"));
     assert!(wharf::outbox::get(&db.pool, id).await.unwrap().is_none());
@@ -239,7 +241,7 @@ async fn an_at_most_once_action_whose_lease_expired_after_its_write_ends_uncerta
             .tenant("t"),
     )
     .await;
-    let c = store::claim(&db.pool, 10, 20_000, None, &[AMO_KIND], 1000)
+    let c = store::claim(&db.pool, 10, 20_000, None, &[AMO_KIND], 1000, &[])
         .await
         .unwrap()
         .remove(0);
@@ -251,7 +253,7 @@ async fn an_at_most_once_action_whose_lease_expired_after_its_write_ends_uncerta
     // The worker dies mid-call. Past the lease, no claim takes it again...
     expire_leases(&db.pool).await;
     assert!(
-        store::claim(&db.pool, 10, 20_000, None, &[AMO_KIND], 1000)
+        store::claim(&db.pool, 10, 20_000, None, &[AMO_KIND], 1000, &[])
             .await
             .unwrap()
             .is_empty()
@@ -281,7 +283,7 @@ async fn an_at_most_once_action_without_a_started_write_is_reclaimed() {
     let r = wharf::outbox::ActionRequest::new(AMO_KIND, "lane", "mail-1", serde_json::json!({}))
         .tenant("t");
     let id = enqueue(&db.pool, &registry, r).await;
-    store::claim(&db.pool, 10, 20_000, None, &[AMO_KIND], 1000)
+    store::claim(&db.pool, 10, 20_000, None, &[AMO_KIND], 1000, &[])
         .await
         .unwrap();
     expire_leases(&db.pool).await;

@@ -17,7 +17,7 @@ async fn unfenced_answer_keeps_an_earlier_write_mark(outcome: Outcome) {
     let (registry, fake, ..) = registry();
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
     // Attempt 1 passes its fence, then its worker dies.
-    let first = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000)
+    let first = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap()
         .remove(0);
@@ -61,7 +61,7 @@ async fn a_reclaim_with_an_earlier_write_mark_can_be_released() {
     let db = TestDb::new().await;
     let (registry, fake, ..) = registry();
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
-    let first = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000)
+    let first = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap()
         .remove(0);
@@ -72,13 +72,13 @@ async fn a_reclaim_with_an_earlier_write_mark_can_be_released() {
     );
     expire_leases(&db.pool).await;
     // A reclaim beyond its kind's allowance is given back at once...
-    let again = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000)
+    let again = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap()
         .remove(0);
     assert!(again.write_started);
     assert_eq!(
-        store::release(&db.pool, &[id], &[again.epoch])
+        store::release(&db.pool, &[id], &[again.epoch], &[])
             .await
             .unwrap(),
         vec![id],
@@ -91,40 +91,6 @@ async fn a_reclaim_with_an_earlier_write_mark_can_be_released() {
     executor(&db.pool, &registry).drain().await.unwrap();
     assert_eq!(view(&db.pool, id).await.state, ActionState::Done);
     assert!(fake.seen()[0].write_started, "the next attempt reads back");
-}
-
-/// Makes every UPDATE of `wharf.action` whose text matches `pattern` (LIKE) fail, after letting
-/// `skip` of them through. A statement-level trigger, so it fires even when no row matches.
-async fn fail_updates_matching(pool: &sqlx::PgPool, pattern: &str, skip: i32) {
-    for sql in [
-        "CREATE TABLE public.fail_ctl (pattern text PRIMARY KEY, skip integer NOT NULL)",
-        "CREATE FUNCTION public.fail_matching() RETURNS trigger LANGUAGE plpgsql AS $$
-         DECLARE r record;
-         BEGIN
-           -- Only the client's statement, not the updates its own triggers make.
-           IF pg_trigger_depth() > 1 THEN RETURN NULL; END IF;
-           FOR r IN SELECT * FROM public.fail_ctl LOOP
-             IF current_query() LIKE r.pattern THEN
-               IF r.skip > 0 THEN
-                 UPDATE public.fail_ctl SET skip = skip - 1 WHERE pattern = r.pattern;
-               ELSE
-                 RAISE EXCEPTION 'injected failure';
-               END IF;
-             END IF;
-           END LOOP;
-           RETURN NULL;
-         END $$",
-        "CREATE TRIGGER zz_fail BEFORE UPDATE ON wharf.action
-           FOR EACH STATEMENT EXECUTE FUNCTION public.fail_matching()",
-    ] {
-        sqlx::query(sql).execute(pool).await.unwrap();
-    }
-    sqlx::query("INSERT INTO public.fail_ctl VALUES ($1, $2)")
-        .bind(pattern)
-        .bind(skip)
-        .execute(pool)
-        .await
-        .unwrap();
 }
 
 async fn state_of(pool: &sqlx::PgPool, id: i64) -> ActionState {
@@ -202,7 +168,7 @@ async fn lose_every_lease(pool: &sqlx::PgPool, id: i64) -> (i64, chrono::DateTim
     let mut epoch = 0;
     for n in 0..3 {
         let at = Some(start + chrono::Duration::seconds(25 * n));
-        let c = store::claim(pool, 10, 20_000, at, &[KIND], 1000)
+        let c = store::claim(pool, 10, 20_000, at, &[KIND], 1000, &[])
             .await
             .unwrap();
         assert_eq!(
@@ -222,7 +188,7 @@ async fn a_last_attempt_that_lost_its_lease_before_a_write_ends_attempts_exhaust
     let (_, after) = lose_every_lease(&db.pool, id).await;
     // Attempt 3 of 3 died: no claim may start a fourth...
     assert!(
-        store::claim(&db.pool, 10, 20_000, Some(after), &[KIND], 1000)
+        store::claim(&db.pool, 10, 20_000, Some(after), &[KIND], 1000, &[])
             .await
             .unwrap()
             .is_empty(),
@@ -260,7 +226,7 @@ async fn a_last_attempt_that_lost_its_lease_after_a_write_ends_uncertain() {
         .unwrap()
     );
     assert!(
-        store::claim(&db.pool, 10, 20_000, Some(after), &[KIND], 1000)
+        store::claim(&db.pool, 10, 20_000, Some(after), &[KIND], 1000, &[])
             .await
             .unwrap()
             .is_empty()
@@ -289,7 +255,7 @@ async fn an_admitted_action_whose_write_started_does_not_expire() {
     let id = enqueue(&db.pool, &registry, r).await;
     // Attempt 1 passes its fence and dies; attempt 2 defers before its fence, so the action is
     // ADMITTED again with the write mark kept.
-    let first = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000)
+    let first = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap()
         .remove(0);

@@ -19,7 +19,7 @@ use wharf::outbox::{
 };
 use wharf_testkit::TestDb;
 
-use super::support::{config, view};
+use super::support::{config, durable_fence_config, view};
 
 const GATED: &str = "gated";
 
@@ -160,7 +160,7 @@ async fn fences_asked_together_are_decided_row_by_row() {
     let gated = Gated::new(10_000, false);
     let registry = registry(&gated);
     let ids = enqueue_lanes(&db.pool, &registry, 8).await;
-    let mut c = config();
+    let mut c = durable_fence_config();
     c.lease_ms = 60_000;
     c.fence_margin_ms = 20_000;
     let executor = Executor::new(db.pool.clone(), registry.clone(), c).unwrap();

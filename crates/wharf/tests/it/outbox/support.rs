@@ -33,6 +33,8 @@ pub enum Step {
     SqlThenFence(&'static str),
     /// Erase this subject, then try the fence and report what it said.
     EraseThenFence(&'static str),
+    /// Sleep this many milliseconds, then try the fence and report what it said.
+    SleepThenFence(u64),
 }
 
 /// What the adapter saw, in order.
@@ -189,10 +191,18 @@ impl Adapter for Fake {
                     Err(_) => Outcome::Abandoned,
                 }
             }
-            Step::EraseThenFence(subject) => {
-                wharf::outbox::erase_subject(attempt.pool(), subject)
-                    .await
-                    .expect("erase");
+            Step::EraseThenFence(_) | Step::SleepThenFence(_) => {
+                match step {
+                    Step::EraseThenFence(subject) => {
+                        wharf::outbox::erase_subject(attempt.pool(), subject)
+                            .await
+                            .expect("erase");
+                    }
+                    Step::SleepThenFence(ms) => {
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                    }
+                    _ => unreachable!("matched above"),
+                }
                 let answer = attempt.fence().begin_write().await;
                 seen.fence = Some(match &answer {
                     Ok(()) => "ok".into(),
@@ -235,6 +245,19 @@ pub fn executor(pool: &PgPool, registry: &Arc<Registry>) -> Executor {
     Executor::new(pool.clone(), registry.clone(), config()).unwrap()
 }
 
+/// [`config`] with every attempt fencing on its own statement (`fence_with_claim` off): for the
+/// tests of the durable fence itself, which the claim replaces for kinds that are not
+/// at-most-once.
+pub fn durable_fence_config() -> ExecutorConfig {
+    let mut c = config();
+    c.fence_with_claim = false;
+    c
+}
+
+pub fn durable_fence_executor(pool: &PgPool, registry: &Arc<Registry>) -> Executor {
+    Executor::new(pool.clone(), registry.clone(), durable_fence_config()).unwrap()
+}
+
 pub fn req(lane: &str, key: &str) -> ActionRequest {
     ActionRequest::new(KIND, lane, key, json!({"n": key})).tenant("t1")
 }
@@ -261,6 +284,40 @@ pub fn code(s: &'static str) -> ErrorCode {
 /// Expires every lease now (instead of waiting for it).
 pub async fn expire_leases(pool: &PgPool) {
     sqlx::query("UPDATE wharf.action SET lease_expires_at = now() - interval '1 second' WHERE state = 'EXECUTING'")
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+/// Makes every UPDATE of `wharf.action` whose text matches `pattern` (LIKE) fail, after letting
+/// `skip` of them through. A statement-level trigger, so it fires even when no row matches.
+pub async fn fail_updates_matching(pool: &sqlx::PgPool, pattern: &str, skip: i32) {
+    for sql in [
+        "CREATE TABLE public.fail_ctl (pattern text PRIMARY KEY, skip integer NOT NULL)",
+        "CREATE FUNCTION public.fail_matching() RETURNS trigger LANGUAGE plpgsql AS $$
+         DECLARE r record;
+         BEGIN
+           -- Only the client's statement, not the updates its own triggers make.
+           IF pg_trigger_depth() > 1 THEN RETURN NULL; END IF;
+           FOR r IN SELECT * FROM public.fail_ctl LOOP
+             IF current_query() LIKE r.pattern THEN
+               IF r.skip > 0 THEN
+                 UPDATE public.fail_ctl SET skip = skip - 1 WHERE pattern = r.pattern;
+               ELSE
+                 RAISE EXCEPTION 'injected failure';
+               END IF;
+             END IF;
+           END LOOP;
+           RETURN NULL;
+         END $$",
+        "CREATE TRIGGER zz_fail BEFORE UPDATE ON wharf.action
+           FOR EACH STATEMENT EXECUTE FUNCTION public.fail_matching()",
+    ] {
+        sqlx::query(sql).execute(pool).await.unwrap();
+    }
+    sqlx::query("INSERT INTO public.fail_ctl VALUES ($1, $2)")
+        .bind(pattern)
+        .bind(skip)
         .execute(pool)
         .await
         .unwrap();

@@ -145,11 +145,11 @@ async fn an_expired_lease_is_reclaimed_whatever_the_tenants_cap() {
     let id = enqueue(&db.pool, &registry, tenant_req("t0", "a", "a0")).await;
     let other_lane = enqueue(&db.pool, &registry, tenant_req("t0", "b", "b0")).await;
     // A worker claims a0 and dies before the fence.
-    let claimed = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000)
+    let claimed = store::claim(&db.pool, 10, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap();
     assert_eq!(claimed.len(), 2);
-    store::release(&db.pool, &[claimed[1].id], &[claimed[1].epoch])
+    store::release(&db.pool, &[claimed[1].id], &[claimed[1].epoch], &[])
         .await
         .unwrap();
     assert_eq!(claimed[0].id, id);
@@ -210,7 +210,7 @@ async fn a_capped_claim_never_takes_more_than_100() {
         None,
         &[KIND],
         1_000,
-        &caps,
+        &caps, &[],
     )
     .await
     .unwrap();
@@ -226,7 +226,7 @@ async fn a_capped_claim_never_takes_more_than_100() {
     store::release(
         &db.pool,
         &claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
-        &claimed.iter().map(|c| c.epoch).collect::<Vec<_>>(),
+        &claimed.iter().map(|c| c.epoch).collect::<Vec<_>>(), &[],
     )
     .await
     .unwrap();
