@@ -153,6 +153,12 @@ pub(crate) fn decide(
             Outcome::Abandoned => return None,
         },
     };
+    let mut row = row;
+    // An attempt that never reached its fence wrote nothing, whatever it ended in: the mark
+    // its claim made goes (an earlier attempt's mark is not the claim's, and stays).
+    if claim_marked && fence == FenceStage::NotStarted {
+        row.clear_fence = true;
+    }
     Some(row)
 }
 
@@ -318,7 +324,15 @@ mod tests {
     #[test]
     fn codes_and_references_are_kept_within_bounds() {
         let b = Backoff::default();
-        let row = decide(claim(1, 1), &Ran::Panicked, FenceStage::Passed, false, &b, 0.0).unwrap();
+        let row = decide(
+            claim(1, 1),
+            &Ran::Panicked,
+            FenceStage::Passed,
+            false,
+            &b,
+            0.0,
+        )
+        .unwrap();
         assert_eq!(row.error_code.as_deref(), Some("adapter_panic"));
         let long = Ran::Returned(Outcome::Done {
             readback_ref: Some("r".repeat(READBACK_REF_BYTES_MAX + 1)),
@@ -356,10 +370,26 @@ mod tests {
             assert!(row.clear_fence, "{ran:?}: a claim's own mark is cleared");
             // An earlier attempt's mark (claim_marked false) is kept.
             let row = decide(claim(1, 3), ran, FenceStage::NotStarted, false, &b, 0.0).unwrap();
-            assert!(!row.clear_fence, "{ran:?}: an earlier attempt's mark is kept");
+            assert!(
+                !row.clear_fence,
+                "{ran:?}: an earlier attempt's mark is kept"
+            );
         }
+        // Ended before the fence (a refusal): the claim's mark goes too.
+        let failed = Ran::Returned(Outcome::Failed { code: CODE });
+        let row = decide(claim(1, 3), &failed, FenceStage::NotStarted, true, &b, 0.0).unwrap();
+        assert_eq!(row.stop_reason, Some("PROVIDER_REFUSED"));
+        assert!(row.clear_fence);
         // Passed the fence: a panic may have written, so it ends UNCERTAIN, mark or not.
-        let row = decide(claim(1, 3), &Ran::Panicked, FenceStage::Passed, true, &b, 0.0).unwrap();
+        let row = decide(
+            claim(1, 3),
+            &Ran::Panicked,
+            FenceStage::Passed,
+            true,
+            &b,
+            0.0,
+        )
+        .unwrap();
         assert_eq!(row.stop_reason, Some("UNCERTAIN_PROVIDER"));
     }
 }
