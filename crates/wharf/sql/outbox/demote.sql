@@ -16,8 +16,13 @@
 -- action. So a demotion never strands a row: the invariant kept is that a lane's first unstarted
 -- action carries the hint or the lane has an EXECUTING action.
 --
--- "Still blocks it at commit" holds because the blocker is share-locked here, re-checked on its
--- newest version: an unstarted blocker must still be unstarted, an EXECUTING blocker must still
+-- Marks (0013_outbox_lane_wake_marks.sql): the blocker of every demoted row gets `wakes_lane`
+-- in this same statement, so that its departure promotes the lane (the triggers fire only for
+-- marked rows and rows leaving PROPOSED). A PROPOSED blocker cannot be marked (the guard refuses
+-- PROPOSED -> PROPOSED) and needs no mark: rows leaving PROPOSED always promote.
+--
+-- "Still blocks it at commit" holds because the blocker is locked here (share-locked when
+-- PROPOSED; locked for the update that marks it otherwise), re-checked on its newest version: an unstarted blocker must still be unstarted, an EXECUTING blocker must still
 -- be EXECUTING. Every departure of a blocker (claim, completion, release, sweep, refusal,
 -- expiry, erasure) is an UPDATE or DELETE of that row, which conflicts with the share lock. The
 -- race that matters is this statement reading "the lane has an EXECUTING action" while that
@@ -96,34 +101,60 @@ blocked AS MATERIALIZED (
            d.blocker IS NULL AS busy
       FROM pending d
 ),
--- Each blocker share-locked in the state it blocks in, re-checked on its newest version.
-held_pending AS (
+-- Each blocker locked in the state it blocks in, re-checked on its newest version: a PROPOSED
+-- one share-locked, an ADMITTED or EXECUTING one locked for the update that marks it.
+held_proposed AS (
     SELECT p.id
       FROM wharf.action p
      WHERE p.id IN (SELECT blocker FROM blocked WHERE NOT busy)
-       AND p.state IN ('PROPOSED', 'ADMITTED')
+       AND p.state = 'PROPOSED'
        FOR SHARE SKIP LOCKED
+),
+held_admitted AS (
+    SELECT p.id, p.wakes_lane
+      FROM wharf.action p
+     WHERE p.id IN (SELECT blocker FROM blocked WHERE NOT busy)
+       AND p.state = 'ADMITTED'
+       FOR NO KEY UPDATE SKIP LOCKED
 ),
 -- The ids as an array on purpose: with `IN (SELECT ...)` the planner, not knowing how few they
 -- are, hashes them against every EXECUTING row (ix_action_lease matches the state test), a scan
 -- of all running actions per demotion (measured: 10 ms with 20 k running); an array is one
 -- primary-key probe each.
 held_busy AS (
-    SELECT e.id
+    SELECT e.id, e.wakes_lane
       FROM wharf.action e
      WHERE e.id = ANY (ARRAY(SELECT blocker FROM blocked WHERE busy))
        AND e.state = 'EXECUTING'
-       FOR SHARE SKIP LOCKED
+       FOR NO KEY UPDATE SKIP LOCKED
+),
+held AS (
+    SELECT id, true AS marked FROM held_proposed
+    UNION ALL SELECT id, wakes_lane FROM held_admitted
+    UNION ALL SELECT id, wakes_lane FROM held_busy
 ),
 targets AS (
-    SELECT n.id
+    SELECT n.id, b.blocker
       FROM wharf.action n
       JOIN blocked b ON b.id = n.id
      WHERE n.state = 'ADMITTED' AND n.head_hint
-       AND b.blocker IN (SELECT id FROM held_pending UNION ALL SELECT id FROM held_busy)
+       AND b.blocker IN (SELECT id FROM held)
        FOR UPDATE OF n SKIP LOCKED
+),
+-- One change per row: a row can be both a target (its lane is busy) and the blocker of a later
+-- row, and one statement may update a row only once.
+changes AS (
+    SELECT u.id, bool_or(u.demote) AS demote, bool_or(u.mark) AS mark
+      FROM (SELECT t.id, true AS demote, false AS mark FROM targets t
+            UNION ALL
+            SELECT t.blocker, false, true
+              FROM targets t JOIN held h ON h.id = t.blocker
+             WHERE NOT h.marked) u
+     GROUP BY u.id
 )
 UPDATE wharf.action n
-   SET head_hint = false
-  FROM targets t
- WHERE n.id = t.id
+   SET head_hint = n.head_hint AND NOT c.demote,
+       wakes_lane = n.wakes_lane OR c.mark
+  FROM changes c
+ WHERE n.id = c.id
+RETURNING c.demote

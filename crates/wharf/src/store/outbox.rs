@@ -307,18 +307,20 @@ pub async fn claim_capped<'c>(
         .await
 }
 
-/// Demotes head hints of rows waiting behind an earlier unstarted row (`demote.sql`).
+/// Demotes head hints of rows waiting behind an earlier unstarted row or a busy lane, and marks
+/// their blockers (`demote.sql`). Returns how many rows were demoted.
 pub async fn demote<'c>(
     executor: impl PgExecutor<'c>,
     scan_max: u32,
     now: Option<DateTime<Utc>>,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(include_str!("../../sql/outbox/demote.sql"))
+    // One row per changed action: demoted, or only marked as the blocker of one.
+    let changed: Vec<bool> = sqlx::query_scalar(include_str!("../../sql/outbox/demote.sql"))
         .bind(i32::try_from(scan_max).unwrap_or(i32::MAX))
         .bind(now)
-        .execute(executor)
+        .fetch_all(executor)
         .await?;
-    Ok(done.rows_affected())
+    Ok(changed.into_iter().filter(|demoted| *demoted).count() as u64)
 }
 
 /// The fence (`begin_write.sql`) for one attempt. True when the write may start.

@@ -102,7 +102,12 @@ async fn a_failed_demotion_still_runs_what_the_claim_took() {
     let db = TestDb::new().await;
     let (registry, ..) = registry();
     let id = enqueue(&db.pool, &registry, req("b", "b")).await;
-    fail_updates_matching(&db.pool, "%SET head_hint = false%", 0).await;
+    fail_updates_matching(
+        &db.pool,
+        "%SET head_hint = n.head_hint AND NOT c.demote%",
+        0,
+    )
+    .await;
     // The claim is short (one row of many permits), so a demotion follows, and fails.
     let ran = executor(&db.pool, &registry).run_once().await;
     assert_eq!(ran.ok(), Some(1));
