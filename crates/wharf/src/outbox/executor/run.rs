@@ -19,10 +19,10 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::{Claimed, Executor, Finished, GiveBack, NOTIFY_CHANNEL};
-use crate::outbox::kind::ClaimBudget;
 use crate::outbox::caps::Caps;
 use crate::outbox::error::Error;
 use crate::outbox::fences::Fences;
+use crate::outbox::kind::ClaimBudget;
 use crate::outbox::metrics;
 use crate::store;
 use crate::store::outbox::ClaimedRow;
@@ -53,11 +53,22 @@ struct Sent {
 enum ClaimEnd {
     /// `again`: it came back full or uncovered hidden heads, so more may be due right now.
     /// `empty`: it found nothing (the loop backs off). `full`: it took all it asked for.
-    Done { again: bool, empty: bool, full: bool },
+    /// `found`: it took at least one action.
+    Done {
+        again: bool,
+        empty: bool,
+        full: bool,
+        found: bool,
+    },
     /// The statement failed (logged); the loop retries after a short, growing wait.
     Failed,
 }
 
+/// After a claim that found work, the next claim goes out at most this long after it: enqueues
+/// that committed just after the claim's snapshot were covered by a wake-up another enqueue
+/// sent (enqueue.sql sends at most two at a time), so they are picked up here, not at the next
+/// poll.
+const TRAILING_CLAIM_MS: u64 = 3;
 /// First wait after a failed claim; it doubles up to `poll_interval_ms_max`.
 const CLAIM_ERROR_BACKOFF_MS_MIN: u64 = 25;
 /// Completion statements in flight at once: one commits while the next batch fills.
@@ -135,6 +146,7 @@ impl Executor {
         // trickle every claim is short, and a demotion after each would double the statements
         // on the path of the next action without uncovering anything.
         let mut last_demotion: Option<Instant> = None;
+        let mut trailing_at: Option<Instant> = None;
         loop {
             while tasks.try_join_next().is_some() {}
             self.dispatch(&mut ready, &mut tasks, &done_tx, &fences)
@@ -143,8 +155,11 @@ impl Executor {
             let running = c.concurrency_max - inner.global.available_permits() as u32;
             let in_hand = running + ready.len() as u32 + pending_want;
             let want = hand_max.saturating_sub(in_hand).min(c.claim_batch_max);
+            let trailing_due = trailing_at.is_some_and(|at| Instant::now() >= at);
             let worth_it = if error_ms > 0 {
                 last_claim.elapsed() >= interval(error_ms)
+            } else if trailing_due && claiming == 0 {
+                true
             } else if !ready.is_empty() || claiming > 0 {
                 // Work is in hand or on its way: refill only by a worthwhile batch. Many small
                 // claims cost a statement each, and on a busy server statements are what slows
@@ -174,6 +189,7 @@ impl Executor {
                         .saturating_sub(running + waiting + coming)
                 });
                 if !allowances.is_empty() {
+                    trailing_at = None;
                     claiming += 1;
                     pending_want += want;
                     for (kind, n) in &allowances {
@@ -210,13 +226,17 @@ impl Executor {
                 }
             }
 
-            let sleep_ms = if error_ms > 0 {
+            let mut sleep_ms = if error_ms > 0 {
                 error_ms
             } else if in_hand > 0 {
                 c.poll_interval_ms_min
             } else {
                 idle_ms
             };
+            if let Some(at) = trailing_at {
+                let left = at.saturating_duration_since(Instant::now()).as_millis() as u64;
+                sleep_ms = sleep_ms.min(left.max(1));
+            }
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = inner.wake.notified() => hinted = true,
@@ -241,8 +261,13 @@ impl Executor {
                                 );
                                 last_full = false;
                             }
-                            ClaimEnd::Done { again, empty, full } => {
+                            ClaimEnd::Done { again, empty, full, found } => {
                                 error_ms = 0;
+                                if found && !full {
+                                    trailing_at = Some(
+                                        Instant::now() + interval(TRAILING_CLAIM_MS),
+                                    );
+                                }
                                 hinted |= again;
                                 last_empty = empty;
                                 last_full = full;
@@ -396,7 +421,7 @@ impl Executor {
                 self.inner.config.claim_scan_max,
                 None,
             )
-                .await
+            .await
             {
                 Ok(n) => again = n > 0,
                 Err(e) => tracing::warn!(error = %e, "outbox demotion failed"),
@@ -406,6 +431,7 @@ impl Executor {
             again,
             empty: got == 0 && !again,
             full,
+            found: got > 0,
         }
     }
 
