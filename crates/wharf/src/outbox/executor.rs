@@ -288,9 +288,12 @@ impl Executor {
             - chrono::Duration::milliseconds(i64::try_from(c.retention_ms).unwrap_or(i64::MAX));
         let mut deleted = 0;
         for _ in 0..c.retention_batches_per_run_max {
-            let n =
-                super::ops::delete_ended_before(&self.inner.statements, cutoff, c.retention_batch_max)
-                    .await?;
+            let n = super::ops::delete_ended_before(
+                &self.inner.statements,
+                cutoff,
+                c.retention_batch_max,
+            )
+            .await?;
             deleted += n;
             if n < u64::from(c.retention_batch_max) {
                 break;
@@ -478,14 +481,15 @@ impl Executor {
         let epochs: Vec<i64> = rows.iter().map(|r| r.epoch).collect();
         let clear: Vec<bool> = rows.iter().map(|r| r.clear_fence).collect();
         metrics::given_back(rows.len());
-        let released =
-            match store::outbox::release(&self.inner.statements, &ids, &epochs, &clear).await {
-                Ok(released) => released,
-                Err(e) => {
-                    tracing::warn!(error = %e, "outbox release failed; the actions wait for their leases to expire");
-                    return;
-                }
-            };
+        let released = match store::outbox::release(&self.inner.statements, &ids, &epochs, &clear)
+            .await
+        {
+            Ok(released) => released,
+            Err(e) => {
+                tracing::warn!(error = %e, "outbox release failed; the actions wait for their leases to expire");
+                return;
+            }
+        };
         if released.len() < ids.len() {
             // Not an error: a row missing here was erased meanwhile (fenced by epoch, nothing
             // else can have touched it). Its lease, if it still exists, brings it back.
@@ -650,7 +654,14 @@ impl Executor {
         };
         metrics::execution_took(&row.kind, started.elapsed());
         let jitter = rand::thread_rng().gen_range(-1.0..=1.0);
-        let decided = decide(claim, &ran, attempt.fence, claim_marked, &spec.backoff, jitter);
+        let decided = decide(
+            claim,
+            &ran,
+            attempt.fence,
+            claim_marked,
+            &spec.backoff,
+            jitter,
+        );
         // Abandoned after a fence that refused while this claim still held the action (the
         // database could not be reached, or too little lease was left): the adapter did not
         // call its provider. Give it back now; waiting out the lease (minutes) for a dropped

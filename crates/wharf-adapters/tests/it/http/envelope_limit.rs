@@ -158,9 +158,10 @@ async fn an_expired_lease_of_an_exhausted_tenant_is_reclaimed_and_delivered() {
     let dead = f.emit("acme", 0).await;
     let waiting = f.emit("acme", 1).await;
     // A worker claimed the first and died before sending; acme's token went elsewhere.
-    let claimed = wharf::store::outbox::claim(&f.db.pool, 1, 1_000, None, &[ENVELOPE_KIND], 100, &[])
-        .await
-        .unwrap();
+    let claimed =
+        wharf::store::outbox::claim(&f.db.pool, 1, 1_000, None, &[ENVELOPE_KIND], 100, &[])
+            .await
+            .unwrap();
     assert_eq!(claimed[0].id, dead);
     assert!(f.budget.try_acquire_at("acme", Instant::now()).is_ok());
     let later = Some(chrono::Utc::now() + chrono::Duration::seconds(5));

@@ -157,8 +157,16 @@ pub struct OutboxArgs {
     #[arg(long, default_value_t = ExecutorConfig::default().claim_ahead_max, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     claim_ahead: u32,
     /// ExecutorConfig::completion_batch_max.
-    #[arg(long, default_value_t = CLAIM_BATCH_LIMIT, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = ExecutorConfig::default().completion_batch_max, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     completion_batch: u32,
+    /// ExecutorConfig::claims_in_flight_max: claim statements in flight while claims come back
+    /// full.
+    #[arg(long, default_value_t = ExecutorConfig::default().claims_in_flight_max, value_parser = clap::value_parser!(u32).range(1..=4))]
+    claims_in_flight: u32,
+    /// ExecutorConfig::fence_with_claim: the claim's commit is the fence of kinds that are not
+    /// at-most-once (off: every attempt fences on its own statement).
+    #[arg(long, value_enum, default_value = "on")]
+    fence_with_claim: OnOff,
     /// Wake-ups: enqueue's NOTIFY hint and the executor's LISTEN.
     #[arg(long, value_enum, default_value = "on")]
     notify: OnOff,
@@ -700,6 +708,8 @@ async fn drain(bench: &Bench, target: u64) -> anyhow::Result<Drained> {
     config.per_kind_concurrency_max = config.concurrency_max;
     config.completion_batch_max = args.completion_batch;
     config.claim_ahead_max = args.claim_ahead;
+    config.claims_in_flight_max = args.claims_in_flight;
+    config.fence_with_claim = args.fence_with_claim.on();
     config.notify = args.notify.on();
     let executors = bench
         .pools

@@ -112,9 +112,17 @@ async fn an_expired_lease_of_an_exhausted_tenant_is_still_reclaimed() {
     let dead = emit_lane(&fx, TENANT, 0).await;
     let waiting = emit_lane(&fx, TENANT, 1).await;
     // A worker claimed the first and died; the tenant spent its token elsewhere.
-    let claimed = store::claim(fx.pool(), 1, 1_000, None, &[outbound::ENVELOPE_KIND], 1_000, &[])
-        .await
-        .unwrap();
+    let claimed = store::claim(
+        fx.pool(),
+        1,
+        1_000,
+        None,
+        &[outbound::ENVELOPE_KIND],
+        1_000,
+        &[],
+    )
+    .await
+    .unwrap();
     assert_eq!(claimed.iter().map(|c| c.id).collect::<Vec<_>>(), vec![dead]);
     assert!(budget.try_acquire_at(TENANT, fx.stub.now()).is_ok());
 

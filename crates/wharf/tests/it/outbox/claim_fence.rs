@@ -122,7 +122,10 @@ async fn a_holder_that_died_after_a_fencing_claim_leaves_the_mark_for_the_next_a
     assert_eq!(claimed.len(), 1);
     assert!(claimed[0].claim_fenced);
     assert!(!claimed[0].write_started, "no earlier attempt");
-    assert!(write_started(&db.pool, id).await, "the claim's commit is the mark");
+    assert!(
+        write_started(&db.pool, id).await,
+        "the claim's commit is the mark"
+    );
     // The holder dies; past its lease, the next attempt is told a write may have started.
     expire_leases(&db.pool).await;
     executor(&db.pool, &registry).run_once().await.unwrap();
@@ -184,7 +187,12 @@ async fn an_expired_lease_is_reclaimed_before_due_heads() {
     assert_eq!(claimed[0].id, held);
     // A backlog of due heads, all due before the lease expires.
     for i in 0..5 {
-        enqueue(&db.pool, &registry, req(&format!("lane-{i}"), &format!("k{i}"))).await;
+        enqueue(
+            &db.pool,
+            &registry,
+            req(&format!("lane-{i}"), &format!("k{i}")),
+        )
+        .await;
     }
     // Past the lease, a claim of one takes the reclaim: a dead holder's lane does not wait
     // behind unrelated due work.
@@ -210,7 +218,14 @@ async fn two_claims_at_once_take_different_rows() {
     let (registry, ..) = registry();
     let mut ids = Vec::new();
     for i in 0..4 {
-        ids.push(enqueue(&db.pool, &registry, req(&format!("lane-{i}"), &format!("k{i}"))).await);
+        ids.push(
+            enqueue(
+                &db.pool,
+                &registry,
+                req(&format!("lane-{i}"), &format!("k{i}")),
+            )
+            .await,
+        );
     }
     // The first claim holds its locks (its transaction is still open) while the second runs.
     let mut first_tx = db.pool.begin().await.unwrap();
@@ -224,6 +239,10 @@ async fn two_claims_at_once_take_different_rows() {
     let mut got: Vec<i64> = first.iter().chain(&second).map(|c| c.id).collect();
     got.sort_unstable();
     assert_eq!(first.len(), 2);
-    assert_eq!(second.len(), 2, "the second claim skips the first one's rows");
+    assert_eq!(
+        second.len(),
+        2,
+        "the second claim skips the first one's rows"
+    );
     assert_eq!(got, ids);
 }

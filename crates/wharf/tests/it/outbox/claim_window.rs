@@ -264,7 +264,9 @@ async fn every_way_out_of_executing_gives_the_lane_its_hint_back() {
     // Release.
     let r = head("release");
     assert_eq!(
-        store::release(&db.pool, &[r.id], &[r.epoch], &[]).await.unwrap(),
+        store::release(&db.pool, &[r.id], &[r.epoch], &[])
+            .await
+            .unwrap(),
         vec![r.id]
     );
     assert!(hint(&db.pool, r.id).await);
@@ -535,7 +537,10 @@ async fn worker(pool: sqlx::PgPool, seed: u64, rounds_max: u32) {
             let ids: Vec<i64> = releases.iter().map(|r| r.id).collect();
             let epochs: Vec<i64> = releases.iter().map(|r| r.epoch).collect();
             assert_eq!(
-                store::release(&pool, &ids, &epochs, &[]).await.unwrap().len(),
+                store::release(&pool, &ids, &epochs, &[])
+                    .await
+                    .unwrap()
+                    .len(),
                 ids.len()
             );
         }

@@ -145,7 +145,10 @@ async fn the_fence_refuses_a_newer_claim_inside_an_attempt() {
         )],
     );
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
-    durable_fence_executor(&db.pool, &registry).run_once().await.unwrap();
+    durable_fence_executor(&db.pool, &registry)
+        .run_once()
+        .await
+        .unwrap();
     let seen = fake.seen();
     assert!(
         seen[0].fence.as_deref().unwrap().starts_with("Superseded"),
@@ -165,7 +168,10 @@ async fn the_fence_refuses_with_less_than_the_margin_left() {
         "UPDATE wharf.action SET lease_expires_at = now() + interval '4 seconds' WHERE id = $ID",
     )]);
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
-    durable_fence_executor(&db.pool, &registry).run_once().await.unwrap();
+    durable_fence_executor(&db.pool, &registry)
+        .run_once()
+        .await
+        .unwrap();
     let seen = fake.seen();
     assert!(
         seen[0]
@@ -221,7 +227,10 @@ async fn erasure_between_claim_and_fence_makes_the_fence_refuse() {
     let (registry, fake, ..) = registry();
     fake.script("k", vec![Step::EraseThenFence("acct-1")]);
     let id = enqueue(&db.pool, &registry, req("lane", "k").subject("acct-1")).await;
-    durable_fence_executor(&db.pool, &registry).run_once().await.unwrap();
+    durable_fence_executor(&db.pool, &registry)
+        .run_once()
+        .await
+        .unwrap();
     let seen = fake.seen();
     assert_eq!(seen[0].fence.as_deref(), Some("Gone"));
     assert!(wharf::outbox::get(&db.pool, id).await.unwrap().is_none());

@@ -210,7 +210,8 @@ async fn a_capped_claim_never_takes_more_than_100() {
         None,
         &[KIND],
         1_000,
-        &caps, &[],
+        &caps,
+        &[],
     )
     .await
     .unwrap();
@@ -226,7 +227,8 @@ async fn a_capped_claim_never_takes_more_than_100() {
     store::release(
         &db.pool,
         &claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
-        &claimed.iter().map(|c| c.epoch).collect::<Vec<_>>(), &[],
+        &claimed.iter().map(|c| c.epoch).collect::<Vec<_>>(),
+        &[],
     )
     .await
     .unwrap();
