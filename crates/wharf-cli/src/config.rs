@@ -368,6 +368,46 @@ mod tests {
         );
     }
 
+    /// Every table a subsystem reads is listed in [`TABLES`], or the file could not set it: a
+    /// new `config.section("…")` anywhere in this crate fails here until it is added.
+    #[test]
+    fn every_table_read_is_a_known_table() {
+        fn walk(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+            for entry in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs")
+                    // This file's own tests read made-up tables.
+                    && !path.ends_with("src/config.rs")
+                {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    out.push((path, text));
+                }
+            }
+        }
+        let mut files = Vec::new();
+        walk(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        let needle = concat!(".section", "(\"");
+        let mut read = 0;
+        for (path, text) in &files {
+            for (at, _) in text.match_indices(needle) {
+                let rest = &text[at + needle.len()..];
+                let name = &rest[..rest.find('"').unwrap()];
+                assert!(
+                    TABLES.contains(&name),
+                    "{} reads [{name}], which TABLES does not list",
+                    path.display()
+                );
+                read += 1;
+            }
+        }
+        assert!(read >= TABLES.len(), "found only {read} section reads");
+    }
+
     #[test]
     fn edit_distance_counts_a_swap_as_one() {
         assert_eq!(edit_distance("log_fromat", "log_format"), 1);

@@ -149,6 +149,8 @@ enum Schema {
 struct Failed {
     error: anyhow::Error,
     transient: bool,
+    /// The connection itself failed (not a query or a migration on it).
+    connecting: bool,
 }
 
 impl Failed {
@@ -156,6 +158,26 @@ impl Failed {
         Failed {
             transient: transient(&error),
             error: anyhow::Error::new(error).context(context),
+            connecting: false,
+        }
+    }
+
+    /// A connection that could not be made. No context of its own: the caller names the
+    /// target. A refused connection is said plainly, with what to check.
+    fn connect(error: sqlx::Error) -> Failed {
+        let refused = matches!(&error, sqlx::Error::Io(io)
+            if io.kind() == std::io::ErrorKind::ConnectionRefused);
+        Failed {
+            transient: transient(&error),
+            error: if refused {
+                anyhow::anyhow!(
+                    "connection refused: nothing listens there (is PostgreSQL running, and are \
+                     the URL's host and port right?)"
+                )
+            } else {
+                anyhow::Error::new(error)
+            },
+            connecting: true,
         }
     }
 }
@@ -291,7 +313,21 @@ impl Database {
             let elapsed_ms = started.elapsed().as_millis() as u64;
             let left_ms = wait.deadline_ms.saturating_sub(elapsed_ms);
             if !failed.transient {
-                return Err(failed.error.context(format!("PostgreSQL at {target}")));
+                let what = if failed.connecting {
+                    "cannot connect to PostgreSQL at"
+                } else {
+                    "PostgreSQL at"
+                };
+                return Err(failed.error.context(format!("{what} {target}")));
+            }
+            if wait.deadline_ms == 0 {
+                // One attempt (admin commands): no deadline to speak of.
+                let what = if failed.connecting {
+                    "cannot connect to PostgreSQL at"
+                } else {
+                    "PostgreSQL at"
+                };
+                return Err(failed.error.context(format!("{what} {target}")));
             }
             if left_ms == 0 {
                 let error = failed.error.context(format!(
@@ -414,15 +450,16 @@ async fn attempt_open(
         .map_err(|_| Failed {
             error: anyhow::anyhow!("no answer within {CONNECT_ATTEMPT_MS_MAX} ms"),
             transient: true,
+            connecting: true,
         })?
-        .map_err(|e| Failed::sqlx(e, "cannot connect to PostgreSQL"))?;
+        .map_err(Failed::connect)?;
     let _ = probe.close().await;
     let pool = PgPoolOptions::new()
         .max_connections(open.connections_max)
         .acquire_timeout(attempt)
         .connect_with(options.clone())
         .await
-        .map_err(|e| Failed::sqlx(e, "cannot connect to PostgreSQL"))?;
+        .map_err(Failed::connect)?;
     if !open.migrate {
         return Ok((pool, Vec::new(), 0));
     }
