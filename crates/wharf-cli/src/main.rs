@@ -82,7 +82,18 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    logging::init(config.log_format);
+    // Servers and long jobs tell their story at info; an admin command prints its answer.
+    let admin = !matches!(
+        cli.command,
+        Command::Serve(_)
+            | Command::Work(_)
+            | Command::Migrate
+            | Command::Bench(_)
+            | Command::Drain(_)
+            | Command::Backup(_)
+            | Command::Restore(_)
+    );
+    logging::init(config.log_format, admin);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

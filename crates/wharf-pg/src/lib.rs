@@ -463,7 +463,8 @@ impl Cluster {
         let others = live_holders(&dir)?;
         if let Some(port) = running_port(&binaries, &run_as, &data_dir) {
             let joined = if others.is_empty() {
-                tracing::info!(
+                // Warn: a wharf process was killed (or crashed) without stopping its cluster.
+                tracing::warn!(
                     data_dir = %data_dir.display(),
                     port,
                     "adopting the embedded PostgreSQL an earlier process left running; \
