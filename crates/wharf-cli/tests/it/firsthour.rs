@@ -283,3 +283,32 @@ async fn a_server_without_an_operator_token_says_how_to_set_one() {
     assert!(stderr.contains("the address is in use"), "{stderr}");
     server.interrupt();
 }
+
+#[tokio::test]
+async fn a_webhook_to_a_private_address_is_refused_naming_the_address_and_the_setting() {
+    let db = wharf_testkit::TestDb::new().await;
+    let cwd = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        cwd.path(),
+        &["--operator-token", "op"],
+        &[("DATABASE_URL", &db.url())],
+    )
+    .await;
+    let response = http()
+        .post(format!("{}/v1/actions", server.base))
+        .bearer_auth("op")
+        .json(&serde_json::json!({
+            "kind": "webhook", "tenant_id": "acme", "project_id": "p1", "lane_key": "w",
+            "idempotency_key": "w1", "payload": {"url": "http://10.0.0.1/hook", "body": {}}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_client_error(), "{}", response.status());
+    let body: serde_json::Value = response.json().await.unwrap();
+    let reason = body["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("10.0.0.1 is private") && reason.contains("[http] allow_cidrs"),
+        "{reason}"
+    );
+    server.interrupt();
+}
