@@ -82,7 +82,6 @@ pub fn registry(config: &Config) -> anyhow::Result<Registry> {
         Arc::new(signer),
     )))?;
 
-    let envelope_config: EnvelopeConfig = config.section("envelope")?;
     let outbound: OutboundSection = config.section("outbound")?;
     let budget = DeliveryBudget::new(
         LimitPolicy {
@@ -93,11 +92,37 @@ pub fn registry(config: &Config) -> anyhow::Result<Registry> {
         },
         DELIVERY_TENANTS_MAX,
     );
-    let envelope = EnvelopeAdapter::new(sender, &envelope_config)
-        .context("invalid [envelope] configuration")?
-        .with_budget(Arc::new(budget));
+    let envelope = envelope_adapter(config, sender)?.with_budget(Arc::new(budget));
     registry.register(Arc::new(envelope))?;
     Ok(registry)
+}
+
+/// The `envelope` kind's adapter with the `[[envelope.destinations]]` credentials.
+pub fn envelope_adapter(config: &Config, sender: NetworkSender) -> anyhow::Result<EnvelopeAdapter> {
+    let envelope_config: EnvelopeConfig = config.section("envelope")?;
+    EnvelopeAdapter::new(sender, &envelope_config).context("invalid [envelope] configuration")
+}
+
+/// Refuses an envelope destination no `[[envelope.destinations]]` entry covers: without a
+/// credential the delivery could only fail (`destination_credential_missing`).
+pub fn check_envelope_destination(config: &Config, url: &str) -> anyhow::Result<()> {
+    let http_config: HttpSenderConfig = config.section("http")?;
+    let sender = NetworkSender::new(&http_config).context("invalid [http] configuration")?;
+    let adapter = envelope_adapter(config, sender)?;
+    if adapter.has_credential_for(url) {
+        return Ok(());
+    }
+    let configured = adapter.destinations();
+    let configured = if configured.is_empty() {
+        "none is configured".to_owned()
+    } else {
+        format!("configured: {}", configured.join(", "))
+    };
+    anyhow::bail!(
+        "--to {url} matches no [[envelope.destinations]] entry ({configured}); add one with the \
+         receiver's URL (or a prefix of it) and the credential it issued, e.g.\n\n\
+         [[envelope.destinations]]\nurl = \"{url}\"\nbearer_token_env = \"RECEIVER_TOKEN\"\n"
+    )
 }
 
 /// An executor over `pool` for every registered kind, its settings validated.

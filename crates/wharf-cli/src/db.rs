@@ -8,6 +8,11 @@
 //! jittered backoff until the start-up deadline ([`Wait`]). A reason that cannot pass (a wrong
 //! password, a database that does not exist, a URL that does not parse) fails at once. Admin
 //! commands try once.
+//!
+//! The schema: `serve`, `work` and `migrate` bring it up to date. Admin commands do too on the
+//! embedded cluster (it is wharf's own, so a fresh `--data-dir` just works); against a
+//! configured URL they do not change the schema, and one that is missing or older than this
+//! binary is refused with "run `wharf migrate`" instead of a failing query.
 
 use std::time::{Duration, Instant};
 
@@ -102,13 +107,18 @@ pub struct Database {
     pub pool: PgPool,
     /// The URL as libpq tools (`pg_dump`, `pg_restore`) take it.
     pub url: String,
+    /// The migrations this open applied, `<version>_<description>`, oldest first.
+    pub applied: Vec<String>,
+    /// How many migrations the schema has now.
+    pub schema_migrations: usize,
     cluster: Option<wharf_pg::Cluster>,
 }
 
 /// What a command needs of its database.
 #[derive(Debug, Clone, Copy)]
 pub struct Open {
-    /// Run the migrations first (serve, work, migrate).
+    /// Run the migrations first (serve, work, migrate). Without: migrate anyway on the
+    /// embedded cluster; on a configured URL, refuse a missing or older schema.
     pub migrate: bool,
     /// Connections the pool may hold.
     pub connections_max: u32,
@@ -126,10 +136,21 @@ impl Open {
     };
 }
 
+/// What [`Database::open`] does to the schema beside [`Open::migrate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Schema {
+    /// Migrate, or check that it is up to date (see [`Open::migrate`]).
+    Checked,
+    /// Take it as it is, even absent: `wharf restore` writes one.
+    AsIs,
+}
+
 /// Why one attempt failed, and whether another can help.
 struct Failed {
     error: anyhow::Error,
     transient: bool,
+    /// The connection itself failed (not a query or a migration on it).
+    connecting: bool,
 }
 
 impl Failed {
@@ -137,6 +158,26 @@ impl Failed {
         Failed {
             transient: transient(&error),
             error: anyhow::Error::new(error).context(context),
+            connecting: false,
+        }
+    }
+
+    /// A connection that could not be made. No context of its own: the caller names the
+    /// target. A refused connection is said plainly, with what to check.
+    fn connect(error: sqlx::Error) -> Failed {
+        let refused = matches!(&error, sqlx::Error::Io(io)
+            if io.kind() == std::io::ErrorKind::ConnectionRefused);
+        Failed {
+            transient: transient(&error),
+            error: if refused {
+                anyhow::anyhow!(
+                    "connection refused: nothing listens there (is PostgreSQL running, and are \
+                     the URL's host and port right?)"
+                )
+            } else {
+                anyhow::Error::new(error)
+            },
+            connecting: true,
         }
     }
 }
@@ -176,6 +217,12 @@ impl Database {
         Database::open_named(config, open, EMBEDDED_DATABASE, &|_| {}).await
     }
 
+    /// As [`Database::open`], but neither migrating nor checking the schema: for `wharf
+    /// restore`, which brings its own.
+    pub async fn open_as_is(config: &Config, open: Open) -> anyhow::Result<Database> {
+        Database::open_with(config, open, EMBEDDED_DATABASE, &|_| {}, Schema::AsIs).await
+    }
+
     /// As [`Database::open`], telling `waiting` what it waits for each time an attempt failed.
     pub async fn open_waiting(
         config: &Config,
@@ -194,6 +241,20 @@ impl Database {
         embedded_database: &'static str,
         waiting: &(dyn Fn(&str) + Sync),
     ) -> anyhow::Result<Database> {
+        Database::open_with(config, open, embedded_database, waiting, Schema::Checked).await
+    }
+
+    async fn open_with(
+        config: &Config,
+        mut open: Open,
+        embedded_database: &'static str,
+        waiting: &(dyn Fn(&str) + Sync),
+        schema: Schema,
+    ) -> anyhow::Result<Database> {
+        let embedded = config.database_url.is_none();
+        // The embedded cluster is wharf's own: every command keeps its schema current.
+        open.migrate = schema == Schema::Checked && (open.migrate || embedded);
+        let check = schema == Schema::Checked && !open.migrate;
         let (options, url, cluster, admin) = match &config.database_url {
             Some(url) => {
                 let options: PgConnectOptions = url
@@ -218,6 +279,7 @@ impl Database {
                     data_dir = %cluster.data_dir().display(),
                     port = cluster.port(),
                     reused = !cluster.started_here(),
+                    joined = ?cluster.joined(),
                     "embedded PostgreSQL ready"
                 );
                 let admin: PgConnectOptions = cluster.url("postgres").parse()?;
@@ -236,7 +298,7 @@ impl Database {
         let started = Instant::now();
         let backoff = wait.backoff();
         let mut attempt: u32 = 0;
-        let pool = loop {
+        let (pool, applied, schema_migrations) = loop {
             attempt += 1;
             let tried = async {
                 if let Some(admin) = &admin {
@@ -245,13 +307,27 @@ impl Database {
                 attempt_open(&options, open).await
             };
             let failed = match tried.await {
-                Ok(pool) => break pool,
+                Ok(opened) => break opened,
                 Err(failed) => failed,
             };
             let elapsed_ms = started.elapsed().as_millis() as u64;
             let left_ms = wait.deadline_ms.saturating_sub(elapsed_ms);
             if !failed.transient {
-                return Err(failed.error.context(format!("PostgreSQL at {target}")));
+                let what = if failed.connecting {
+                    "cannot connect to PostgreSQL at"
+                } else {
+                    "PostgreSQL at"
+                };
+                return Err(failed.error.context(format!("{what} {target}")));
+            }
+            if wait.deadline_ms == 0 {
+                // One attempt (admin commands): no deadline to speak of.
+                let what = if failed.connecting {
+                    "cannot connect to PostgreSQL at"
+                } else {
+                    "PostgreSQL at"
+                };
+                return Err(failed.error.context(format!("{what} {target}")));
             }
             if left_ms == 0 {
                 let error = failed.error.context(format!(
@@ -263,7 +339,7 @@ impl Database {
             }
             let draw = rand::Rng::gen_range(&mut rand::thread_rng(), -1.0..=1.0);
             let pause_ms = backoff.delay_ms(attempt, draw).min(left_ms).max(1);
-            let error = format!("{:#}", failed.error);
+            let error = crate::report::chain(&failed.error);
             tracing::warn!(
                 target = %target,
                 attempt,
@@ -285,7 +361,17 @@ impl Database {
                 "PostgreSQL answered"
             );
         }
-        Ok(Database { pool, url, cluster })
+        if check && let Err(e) = check_schema(&pool, &target).await {
+            pool.close().await;
+            return Err(e);
+        }
+        Ok(Database {
+            pool,
+            url,
+            applied,
+            schema_migrations,
+            cluster,
+        })
     }
 
     /// Closes the pool, then stops the embedded cluster if this process started it.
@@ -300,35 +386,113 @@ impl Database {
     }
 }
 
+/// The versions recorded as applied in wharf's migration table; none when it does not exist.
+async fn applied_versions(pool: &PgPool) -> Result<Vec<i64>, sqlx::Error> {
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+        .bind(wharf::migrate::MIGRATIONS_TABLE)
+        .fetch_one(pool)
+        .await?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    // The table name is a constant of ours, never input.
+    let sql = format!(
+        "SELECT version FROM {} WHERE success ORDER BY version",
+        wharf::migrate::MIGRATIONS_TABLE
+    );
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .fetch_all(pool)
+        .await
+}
+
+fn migration_name(m: &sqlx::migrate::Migration) -> String {
+    format!("{:04}_{}", m.version, m.description.replace(' ', "_"))
+}
+
+/// Refuses a schema that is missing or older than this binary's migrations, saying what to run.
+async fn check_schema(pool: &PgPool, target: &str) -> anyhow::Result<()> {
+    let applied = applied_versions(pool)
+        .await
+        .with_context(|| format!("cannot read the wharf schema's version at {target}"))?;
+    let migrator = wharf::migrate::migrator();
+    let missing: Vec<String> = migrator
+        .iter()
+        .filter(|m| m.migration_type.is_up_migration() && !applied.contains(&m.version))
+        .map(migration_name)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if applied.is_empty() {
+        anyhow::bail!(
+            "the database at {target} has no wharf schema yet: run `wharf migrate` with the same \
+             --database-url (or DATABASE_URL) first"
+        );
+    }
+    anyhow::bail!(
+        "the wharf schema at {target} is older than this wharf ({} migration(s) not applied: {}): \
+         run `wharf migrate` with the same --database-url (or DATABASE_URL) first",
+        missing.len(),
+        missing.join(", ")
+    )
+}
+
 /// One attempt: a probe connection (which reports the real error, where a pool would retry
 /// a refused connection silently until its own timeout), then the pool, then the migrations.
-async fn attempt_open(options: &PgConnectOptions, open: Open) -> Result<PgPool, Failed> {
+/// Returns the pool, the migrations it applied and how many the schema has.
+async fn attempt_open(
+    options: &PgConnectOptions,
+    open: Open,
+) -> Result<(PgPool, Vec<String>, usize), Failed> {
     let attempt = Duration::from_millis(CONNECT_ATTEMPT_MS_MAX);
     let probe = tokio::time::timeout(attempt, PgConnection::connect_with(options))
         .await
         .map_err(|_| Failed {
             error: anyhow::anyhow!("no answer within {CONNECT_ATTEMPT_MS_MAX} ms"),
             transient: true,
+            connecting: true,
         })?
-        .map_err(|e| Failed::sqlx(e, "cannot connect to PostgreSQL"))?;
+        .map_err(Failed::connect)?;
     let _ = probe.close().await;
     let pool = PgPoolOptions::new()
         .max_connections(open.connections_max)
         .acquire_timeout(attempt)
         .connect_with(options.clone())
         .await
-        .map_err(|e| Failed::sqlx(e, "cannot connect to PostgreSQL"))?;
-    if open.migrate
-        && let Err(e) = wharf::migrate::run(&pool).await
-    {
-        pool.close().await;
-        let e = sqlx::Error::Migrate(Box::new(e));
-        return Err(Failed::sqlx(
-            e,
-            "cannot bring the database schema up to date",
-        ));
+        .map_err(Failed::connect)?;
+    if !open.migrate {
+        return Ok((pool, Vec::new(), 0));
     }
-    Ok(pool)
+    let migrated = async {
+        let before = applied_versions(&pool).await?;
+        wharf::migrate::run(&pool)
+            .await
+            .map_err(|e| sqlx::Error::Migrate(Box::new(e)))?;
+        let after = applied_versions(&pool).await?;
+        let migrator = wharf::migrate::migrator();
+        let applied = migrator
+            .iter()
+            .filter(|m| after.contains(&m.version) && !before.contains(&m.version))
+            .map(migration_name)
+            .collect::<Vec<_>>();
+        Ok::<_, sqlx::Error>((applied, after.len()))
+    }
+    .await;
+    match migrated {
+        Ok((applied, total)) => {
+            if !applied.is_empty() {
+                tracing::info!(applied = ?applied, "brought the database schema up to date");
+            }
+            Ok((pool, applied, total))
+        }
+        Err(e) => {
+            pool.close().await;
+            Err(Failed::sqlx(
+                e,
+                "cannot bring the database schema up to date",
+            ))
+        }
+    }
 }
 
 async fn ensure_database(admin: PgConnectOptions, name: &str) -> Result<(), Failed> {

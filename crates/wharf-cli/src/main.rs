@@ -9,7 +9,9 @@ mod compose;
 mod config;
 mod db;
 mod logging;
+mod report;
 mod shutdown;
+mod telemetry;
 
 use clap::{Parser, Subcommand};
 
@@ -63,6 +65,8 @@ enum Command {
     Retention(cmd::retention::RetentionArgs),
     /// The public key receivers load to verify this server's webhooks (`whpk_…`).
     WebhookKey(cmd::webhook_key::WebhookKeyArgs),
+    /// The embedded PostgreSQL: whether it runs, who uses it; stop it.
+    Db(cmd::db::DbArgs),
     // New commands go above this line, one variant each, with their module under cmd/.
 }
 
@@ -74,11 +78,22 @@ fn main() -> std::process::ExitCode {
     let config = match config::Config::load(&cli.global) {
         Ok(config) => config,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", report::chain(&e));
             return std::process::ExitCode::FAILURE;
         }
     };
-    logging::init(config.log_format);
+    // Servers and long jobs tell their story at info; an admin command prints its answer.
+    let admin = !matches!(
+        cli.command,
+        Command::Serve(_)
+            | Command::Work(_)
+            | Command::Migrate
+            | Command::Bench(_)
+            | Command::Drain(_)
+            | Command::Backup(_)
+            | Command::Restore(_)
+    );
+    logging::init(config.log_format, admin);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -110,13 +125,14 @@ fn main() -> std::process::ExitCode {
             Command::Send(args) => cmd::send::run(&config, args).await,
             Command::Retention(args) => cmd::retention::run(&config, args).await,
             Command::WebhookKey(args) => cmd::webhook_key::run(&config, args).await,
+            Command::Db(args) => cmd::db::run(&config, args).await,
             // New commands are dispatched above this line.
         }
     });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", report::chain(&e));
             std::process::ExitCode::FAILURE
         }
     }

@@ -44,6 +44,16 @@ impl OperatorToken {
     ) -> Result<(), ApiError> {
         if self.accepts(headers) {
             Ok(())
+        } else if self.0.is_none() {
+            // The operator's first question on a fresh server; the answer says how to fix it.
+            Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "this server has no operator token configured, so its admin endpoints are \
+                 closed: start it with WHARF_OPERATOR_TOKEN=<token> (or --operator-token, or \
+                 [serve] operator_token in wharf.toml) and send Authorization: Bearer <token>",
+                correlation,
+            ))
         } else {
             Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,

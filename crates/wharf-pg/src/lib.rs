@@ -16,6 +16,14 @@
 //! | `dir/run` | the Unix socket | the server user |
 //! | `dir/password` | the superuser's random password (0600) | the invoking user |
 //! | `dir/data/wharf-server.log` | the server log | the server user |
+//! | `dir/lock` | taken (flock) while a process starts, joins, leaves or stops the cluster | the invoking user |
+//! | `dir/holders/<pid>-<n>` | one file per live [`Cluster`] value: its process's start time | the invoking user |
+//!
+//! Sharing: several processes (a `serve`, a `work`, admin commands) may use one cluster at once.
+//! Each registers itself as a holder under the lock; dropping or stopping a [`Cluster`] removes
+//! its holder, and the last holder out stops the server. Holders of processes that are gone
+//! (killed with SIGKILL, a crashed machine) are pruned under the lock, so a server that a killed
+//! process left running is adopted by the next process and stopped when that one is done.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -111,6 +119,17 @@ pub enum Error {
         status: String,
         /// What it printed, trimmed.
         output: String,
+    },
+    /// `wharf db stop` without `--force` while wharf processes still use the cluster.
+    #[error(
+        "the embedded PostgreSQL in {dir} is in use by wharf process(es) {holders}; stop them \
+         first (the last one out stops the database), or pass --force to stop it under them"
+    )]
+    InUse {
+        /// The cluster directory.
+        dir: PathBuf,
+        /// The holders, `pid (command)`, comma-separated.
+        holders: String,
     },
     /// A file-system operation on the cluster directory failed.
     #[error("{what} {path}: {source}")]
@@ -338,7 +357,7 @@ impl Options {
     }
 }
 
-/// A running cluster. Dropping it stops the server when this value started it.
+/// A running cluster. Dropping it leaves the cluster; the last holder out stops the server.
 #[derive(Debug)]
 pub struct Cluster {
     binaries: Binaries,
@@ -347,7 +366,57 @@ pub struct Cluster {
     port: u16,
     password: String,
     started_here: bool,
-    stopped: bool,
+    /// How this value came to the server (started, joined, adopted), for logs.
+    joined: Joined,
+    /// This value's holder file; `None` once it has left.
+    holder: Option<PathBuf>,
+    /// The cluster directory (where `lock` and `holders/` live).
+    dir: PathBuf,
+}
+
+/// How a [`Cluster`] value came to its server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Joined {
+    /// This value started the server.
+    Started,
+    /// The server was running for other live processes (their pids); this value joined them.
+    Shared(Vec<u32>),
+    /// The server was running with no live holder (its starter was killed); this value adopted
+    /// it and, as the last holder out, stops it.
+    Adopted,
+}
+
+/// What [`status`] finds in a cluster directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// The cluster directory.
+    pub dir: PathBuf,
+    /// Whether a cluster was ever created there.
+    pub initialised: bool,
+    /// The TCP port on 127.0.0.1 when the server runs.
+    pub port: Option<u16>,
+    /// The live processes holding the cluster, with their command lines when readable.
+    pub holders: Vec<Holder>,
+}
+
+/// A live process that holds a cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// Its process id.
+    pub pid: u32,
+    /// Its command line, space-joined, when `/proc` shows it.
+    pub command: Option<String>,
+}
+
+/// What [`stop_dir`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Stopped {
+    /// The server was stopped.
+    Stopped,
+    /// No server was running.
+    NotRunning,
 }
 
 impl Cluster {
@@ -388,8 +457,32 @@ impl Cluster {
         }
         check_owner(&data_dir, run_as.uid())?;
 
+        // Everything from here to the holder file is one step under the lock, so two
+        // processes never both start the server, and none stops it while another joins.
+        let _lock = DirLock::take(&dir)?;
+        let others = live_holders(&dir)?;
         if let Some(port) = running_port(&binaries, &run_as, &data_dir) {
-            tracing::info!(data_dir = %data_dir.display(), port, "reusing running PostgreSQL");
+            let joined = if others.is_empty() {
+                // Warn: a wharf process was killed (or crashed) without stopping its cluster.
+                tracing::warn!(
+                    data_dir = %data_dir.display(),
+                    port,
+                    "adopting the embedded PostgreSQL an earlier process left running; \
+                     it stops when the last wharf process using it exits"
+                );
+                Joined::Adopted
+            } else {
+                let pids: Vec<u32> = others.iter().map(|h| h.pid).collect();
+                tracing::info!(
+                    data_dir = %data_dir.display(),
+                    port,
+                    shared_with = ?pids,
+                    "joining the embedded PostgreSQL other wharf processes use; \
+                     it stops when the last of them exits"
+                );
+                Joined::Shared(pids)
+            };
+            let holder = add_holder(&dir)?;
             return Ok(Cluster {
                 binaries,
                 run_as,
@@ -397,7 +490,9 @@ impl Cluster {
                 port,
                 password,
                 started_here: false,
-                stopped: false,
+                joined,
+                holder: Some(holder),
+                dir,
             });
         }
 
@@ -411,6 +506,7 @@ impl Cluster {
             let port = free_port(&data_dir)?;
             match start_server(&binaries, &run_as, &data_dir, &socket_dir, port, options) {
                 Ok(()) => {
+                    let holder = add_holder(&dir)?;
                     let cluster = Cluster {
                         binaries,
                         run_as,
@@ -418,7 +514,9 @@ impl Cluster {
                         port,
                         password,
                         started_here: true,
-                        stopped: false,
+                        joined: Joined::Started,
+                        holder: Some(holder),
+                        dir: dir.clone(),
                     };
                     if options.ephemeral {
                         cluster.spawn_watchdog(&dir)?;
@@ -441,9 +539,14 @@ impl Cluster {
         &self.data_dir
     }
 
-    /// Whether this value started the server (and so stops it on drop).
+    /// Whether this value started the server.
     pub fn started_here(&self) -> bool {
         self.started_here
+    }
+
+    /// How this value came to the server: started, shared with live processes, or adopted.
+    pub fn joined(&self) -> &Joined {
+        &self.joined
     }
 
     /// A connection URL for `database` as the superuser.
@@ -454,19 +557,24 @@ impl Cluster {
         )
     }
 
-    /// Stops the server if this value started it. Safe to call twice.
+    /// Leaves the cluster, stopping the server when no other live process holds it. Safe to
+    /// call twice.
     pub fn stop(&mut self) -> Result<(), Error> {
-        if !self.started_here || self.stopped {
+        let Some(holder) = self.holder.take() else {
+            return Ok(());
+        };
+        let _lock = DirLock::take(&self.dir)?;
+        let _ = fs::remove_file(&holder);
+        let others = live_holders(&self.dir)?;
+        if !others.is_empty() {
+            tracing::info!(
+                data_dir = %self.data_dir.display(),
+                still_used_by = ?others.iter().map(|h| h.pid).collect::<Vec<_>>(),
+                "leaving the embedded PostgreSQL running for the other wharf processes"
+            );
             return Ok(());
         }
-        self.stopped = true;
-        let mut cmd = self.run_as.command(&self.binaries.program("pg_ctl"));
-        cmd.arg("stop")
-            .arg("-D")
-            .arg(&self.data_dir)
-            .args(["-m", "fast", "-w", "-t"])
-            .arg(PG_CTL_WAIT_SECONDS.to_string());
-        run(cmd, "pg_ctl stop")
+        pg_ctl_stop(&self.binaries, &self.run_as, &self.data_dir)
     }
 
     /// A detached process that stops the server and removes `dir` once this process is gone,
@@ -507,6 +615,208 @@ impl Cluster {
             .map_err(io_err("cannot start the watchdog for", dir))?;
         Ok(())
     }
+}
+
+fn pg_ctl_stop(binaries: &Binaries, run_as: &RunAs, data_dir: &Path) -> Result<(), Error> {
+    let mut cmd = run_as.command(&binaries.program("pg_ctl"));
+    cmd.arg("stop")
+        .arg("-D")
+        .arg(data_dir)
+        .args(["-m", "fast", "-w", "-t"])
+        .arg(PG_CTL_WAIT_SECONDS.to_string());
+    run(cmd, "pg_ctl stop")
+}
+
+/// What runs in the cluster directory of `dir` (resolved as [`Cluster::start`] resolves it),
+/// without starting, creating or joining anything.
+pub fn status(dir: &Path) -> Result<Status, Error> {
+    let binaries = Binaries::locate()?;
+    let run_as = RunAs::detect()?;
+    let dir = resolved_dir(dir, &run_as)?;
+    let data_dir = dir.join("data");
+    let initialised = data_dir.join("PG_VERSION").exists();
+    let port = initialised
+        .then(|| running_port(&binaries, &run_as, &data_dir))
+        .flatten();
+    let holders = if dir.exists() {
+        let _lock = DirLock::take(&dir)?;
+        live_holders(&dir)?
+    } else {
+        Vec::new()
+    };
+    Ok(Status {
+        dir,
+        initialised,
+        port,
+        holders,
+    })
+}
+
+/// Stops the server of `dir`'s cluster. Refuses while live processes hold it unless `force`
+/// (they would lose their database): [`Error::InUse`] names them.
+pub fn stop_dir(dir: &Path, force: bool) -> Result<Stopped, Error> {
+    let binaries = Binaries::locate()?;
+    let run_as = RunAs::detect()?;
+    let dir = resolved_dir(dir, &run_as)?;
+    let data_dir = dir.join("data");
+    if !data_dir.join("PG_VERSION").exists() {
+        return Ok(Stopped::NotRunning);
+    }
+    let _lock = DirLock::take(&dir)?;
+    let holders = live_holders(&dir)?;
+    if !holders.is_empty() && !force {
+        return Err(Error::InUse {
+            dir,
+            holders: holders
+                .iter()
+                .map(|h| match &h.command {
+                    Some(c) => format!("{} ({c})", h.pid),
+                    None => h.pid.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    if running_port(&binaries, &run_as, &data_dir).is_none() {
+        return Ok(Stopped::NotRunning);
+    }
+    pg_ctl_stop(&binaries, &run_as, &data_dir)?;
+    Ok(Stopped::Stopped)
+}
+
+/// `dir` as [`Cluster::start`] resolves it, but creating nothing: through the
+/// `/var/lib/wharf/clusters` link when there is one.
+fn resolved_dir(dir: &Path, run_as: &RunAs) -> Result<PathBuf, Error> {
+    let absolute = std::path::absolute(dir).map_err(io_err("cannot resolve", dir))?;
+    if matches!(run_as, RunAs::Postgres { .. })
+        && let Ok(target) = fs::read_link(&absolute)
+    {
+        return Ok(target);
+    }
+    Ok(fs::canonicalize(&absolute).unwrap_or(absolute))
+}
+
+/// An exclusive `flock` on `dir/lock`, released when dropped (or when the process dies, which
+/// is why a lock file and not a lock directory: a killed holder never leaves it taken).
+struct DirLock {
+    _file: fs::File,
+}
+
+impl DirLock {
+    fn take(dir: &Path) -> Result<DirLock, Error> {
+        use std::os::fd::AsRawFd;
+        let path = dir.join("lock");
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_err("cannot open", &path))?;
+        loop {
+            // SAFETY: flock takes a file descriptor we own for the duration of the call.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+            if rc == 0 {
+                return Ok(DirLock { _file: file });
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(Error::Io {
+                    what: "cannot lock",
+                    path,
+                    source: e,
+                });
+            }
+        }
+    }
+}
+
+/// Holder files of one process are numbered, so a process holding the cluster twice (two
+/// [`Cluster`] values) leaves it only when both are gone.
+static NEXT_HOLDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Registers this process as a holder; call with the [`DirLock`] taken.
+fn add_holder(dir: &Path) -> Result<PathBuf, Error> {
+    let holders = dir.join("holders");
+    fs::create_dir_all(&holders).map_err(io_err("cannot create", &holders))?;
+    let pid = std::process::id();
+    let n = NEXT_HOLDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = holders.join(format!("{pid}-{n}"));
+    let started = process_start(pid).unwrap_or_default();
+    fs::write(&path, started).map_err(io_err("cannot write", &path))?;
+    Ok(path)
+}
+
+/// The live holders, one per process, after removing the files of processes that are gone;
+/// call with the [`DirLock`] taken.
+fn live_holders(dir: &Path) -> Result<Vec<Holder>, Error> {
+    let holders = dir.join("holders");
+    let entries = match fs::read_dir(&holders) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(Error::Io {
+                what: "cannot read",
+                path: holders,
+                source: e,
+            });
+        }
+    };
+    let mut live: Vec<Holder> = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        let recorded = fs::read_to_string(&path).unwrap_or_default();
+        let alive = pid.is_some_and(|pid| {
+            process_alive(pid)
+                // A recycled pid is another process: compare start times where /proc has them.
+                && (recorded.is_empty()
+                    || process_start(pid).is_none_or(|now| now == recorded))
+        });
+        match pid {
+            Some(pid) if alive => {
+                if !live.iter().any(|h| h.pid == pid) {
+                    live.push(Holder {
+                        pid,
+                        command: process_command(pid),
+                    });
+                }
+            }
+            _ => {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+    live.sort_by_key(|h| h.pid);
+    Ok(live)
+}
+
+fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// The process's start time in clock ticks since boot (`/proc/<pid>/stat`, field 22), which
+/// with the pid names one process for the machine's uptime.
+fn process_start(pid: u32) -> Option<String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after the last ')'.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19).map(str::to_owned)
+}
+
+fn process_command(pid: u32) -> Option<String> {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let parts: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
 }
 
 impl Drop for Cluster {

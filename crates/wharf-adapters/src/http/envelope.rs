@@ -211,6 +211,21 @@ impl EnvelopeAdapter {
         self
     }
 
+    /// Whether a `[[envelope.destinations]]` entry covers `url`, so that a delivery to it has a
+    /// credential. `wharf emit` asks before enqueueing, so a `--to` nobody configured is
+    /// refused at once instead of failing later as `destination_credential_missing`.
+    pub fn has_credential_for(&self, url: &str) -> bool {
+        Url::parse(url).is_ok_and(|u| self.credential(&u).is_some())
+    }
+
+    /// The configured destination URL prefixes, for messages.
+    pub fn destinations(&self) -> Vec<String> {
+        self.credentials
+            .iter()
+            .map(|c| c.prefix.to_string())
+            .collect()
+    }
+
     /// The credential of the most specific destination entry covering `url`.
     fn credential(&self, url: &Url) -> Option<&HeaderValue> {
         self.credentials
@@ -268,7 +283,7 @@ impl Adapter for EnvelopeAdapter {
             self.sender
                 .guard()
                 .check(ip)
-                .map_err(|_| "destination_url: destination address is not allowed".to_owned())?;
+                .map_err(|e| format!("destination_url: {e}"))?;
         }
         Ok(())
     }

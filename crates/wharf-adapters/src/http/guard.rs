@@ -238,7 +238,11 @@ fn canonical(addr: IpAddr) -> IpAddr {
 
 /// An address the guard refused, with why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("destination address {addr} is {} and not in the allow-list", class.as_str())]
+#[error(
+    "destination address {addr} is {} and not in the allow-list: non-public addresses are refused \
+     unless `[http] allow_cidrs` lists their network (e.g. allow_cidrs = [\"{addr}/32\"])",
+    class.as_str()
+)]
 pub struct Forbidden {
     /// The refused address.
     pub addr: IpAddr,

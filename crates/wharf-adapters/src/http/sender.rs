@@ -181,7 +181,9 @@ impl NetworkSender {
         match literal_ip(host) {
             Some(ip) => {
                 if let Err(refused) = self.resolver.guard.check(ip) {
-                    tracing::debug!(%refused, "destination refused");
+                    // Once per action (the refusal is final), so warn: the operator's fix is a
+                    // setting, and this line names it.
+                    tracing::warn!(%refused, url = %url, "destination refused");
                     return Err(classify_failure(TransportFailure::Forbidden, false));
                 }
             }
@@ -411,7 +413,8 @@ impl GuardedResolver {
             .collect();
         if allowed.is_empty() {
             let refused = refused.expect("a non-empty list with nothing allowed has a refusal");
-            tracing::debug!(%refused, "destination refused");
+            // Once per action (the refusal is final), so warn: the line names the setting.
+            tracing::warn!(%refused, host = %name, "destination refused");
             return Err(ResolveError::Forbidden(refused));
         }
         self.pin(name, allowed.clone());

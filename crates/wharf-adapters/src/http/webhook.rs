@@ -183,7 +183,7 @@ impl WebhookAdapter {
             self.sender
                 .guard()
                 .check(ip)
-                .map_err(|_| "url: destination address is not allowed".to_owned())?;
+                .map_err(|e| format!("url: {e}"))?;
         }
         Ok((payload, url))
     }

@@ -195,7 +195,12 @@ pub async fn drain(config: &Config, _args: DrainArgs) -> anyhow::Result<()> {
     .await?;
     let executor = compose::executor(config, db.pool.clone(), registry)?;
     let spinner = super::progress::spinner("draining");
+    let counting = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        .then(|| tokio::spawn(show_left(db.pool.clone(), spinner.clone())));
     let report = executor.drain().await;
+    if let Some(counting) = counting {
+        counting.abort();
+    }
     spinner.finish_and_clear();
     db.close().await?;
     let report = report.context("drain failed")?;
@@ -213,6 +218,25 @@ pub async fn drain(config: &Config, _args: DrainArgs) -> anyhow::Result<()> {
         bail!("drain did not finish");
     }
     Ok(())
+}
+
+/// Shows on the spinner how many actions are still to run, of how many there were, twice a
+/// second (only on a terminal: nobody reads a spinner in a log).
+async fn show_left(pool: sqlx::PgPool, spinner: indicatif::ProgressBar) {
+    // The most seen at once: actions enqueued while draining raise it.
+    let mut total: i64 = 0;
+    loop {
+        let left: Result<i64, _> = sqlx::query_scalar(
+            "SELECT count(*) FROM wharf.action WHERE state IN ('ADMITTED', 'EXECUTING')",
+        )
+        .fetch_one(&pool)
+        .await;
+        if let Ok(left) = left {
+            total = total.max(left);
+            spinner.set_message(format!("draining: {left} of {total} action(s) left to run"));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }
 
 /// `wharf dead-letters`: one page of FAILED actions of one tenant and project.

@@ -69,7 +69,7 @@ pub async fn restore(config: &Config, args: RestoreArgs) -> anyhow::Result<()> {
     if !args.file.is_file() {
         bail!("{} is not a file", args.file.display());
     }
-    let db = Database::open(config, Open::ADMIN).await?;
+    let db = Database::open_as_is(config, Open::ADMIN).await?;
     let exists = wharf::verify::schema_exists(&db.pool).await?;
     if exists && !args.replace {
         db.close().await?;

@@ -5,6 +5,7 @@ pub mod actions;
 pub mod backup;
 pub mod bench;
 pub mod credential;
+pub mod db;
 pub mod key;
 pub mod outbound;
 pub mod progress;

@@ -65,7 +65,8 @@ pub struct EmitArgs {
     /// The envelope's idempotency key: emitting again with it returns the same envelope.
     #[arg(long)]
     idempotency_key: String,
-    /// The receiver's ingest URL (`…/v1/tenants/{t}/projects/{p}/envelopes`).
+    /// The receiver's ingest URL (`…/v1/tenants/{t}/projects/{p}/envelopes`); an
+    /// `[[envelope.destinations]]` entry must cover it (it holds the receiver's credential).
     #[arg(long, value_name = "URL")]
     to: String,
     /// Print JSON.
@@ -129,6 +130,7 @@ fn print_keys(keys: &[outbound::SigningKeyInfo], json: bool) {
 /// `wharf emit`: signs an envelope with the tenant's current key and enqueues its delivery.
 pub async fn emit(config: &Config, args: EmitArgs) -> anyhow::Result<()> {
     let payload = read_payload(&args.payload)?;
+    compose::check_envelope_destination(config, &args.to)?;
     let registry = Arc::new(compose::registry(config)?);
     let keys = SealedKeySource::new(compose::server_key(config)?);
     let db = Database::open(config, Open::ADMIN).await?;

@@ -51,8 +51,13 @@ pub async fn run(config: &Config, args: RetentionArgs) -> anyhow::Result<()> {
     let spinner = super::progress::spinner("deleting expired inbox payloads");
     let retention = Duration::from_secs(days.saturating_mul(24 * 3600));
     let deleted = wharf::inbox::run_retention(&db.pool, retention, batch_max, batches_max).await;
-    let actions = match deleted {
-        Ok(_) => delete_ended_actions(&db, action_days, batch_max, batches_max).await,
+    let actions = match &deleted {
+        Ok(payloads) => {
+            spinner.set_message(format!(
+                "deleted {payloads} inbox payload(s); deleting ended actions older than {action_days} days"
+            ));
+            delete_ended_actions(&db, action_days, batch_max, batches_max, &spinner).await
+        }
         Err(_) => Ok(0),
     };
     spinner.finish_and_clear();
@@ -77,6 +82,7 @@ async fn delete_ended_actions(
     days: u64,
     batch_max: usize,
     batches_max: usize,
+    progress: &indicatif::ProgressBar,
 ) -> anyhow::Result<u64> {
     let days = i64::try_from(days).unwrap_or(i64::MAX);
     let cutoff =
@@ -86,6 +92,7 @@ async fn delete_ended_actions(
     for _ in 0..batches_max {
         let n = wharf::outbox::delete_ended_before(&db.pool, cutoff, batch).await?;
         deleted += n;
+        progress.set_message(format!("deleting ended actions: {deleted} deleted so far"));
         if n < u64::from(batch) {
             break;
         }

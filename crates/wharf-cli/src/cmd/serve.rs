@@ -91,12 +91,23 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     // Everything the configuration can get wrong is refused before listening.
     let wait = Wait::from_config(config, args.startup.startup_deadline_ms)?;
     let prometheus = install_prometheus()?;
+    crate::telemetry::describe_metrics();
     let registry = Arc::new(compose::registry(config)?);
     compose::executor_config(config)?
         .validate(&registry)
         .context("invalid [executor] configuration")?;
-    let operator_token =
-        wharf_http::auth::OperatorToken::new(args.operator_token.or(section.operator_token));
+    let token = args
+        .operator_token
+        .or(section.operator_token)
+        .filter(|t| !t.is_empty());
+    if token.is_none() {
+        tracing::warn!(
+            "no operator token configured: the admin endpoints (/v1/actions, dead letters, \
+             webhook keys) answer 401; set WHARF_OPERATOR_TOKEN (or --operator-token, or \
+             [serve] operator_token) to open them"
+        );
+    }
+    let operator_token = wharf_http::auth::OperatorToken::new(token);
     let inbox_settings: wharf::inbox::InboxSettings = config.section("inbox")?;
     let inbox_config = inbox_settings
         .into_config()
@@ -108,9 +119,15 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         wait,
     };
 
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+            "cannot listen on {listen}: the address is in use, most likely by another `wharf \
+             serve` (its answers are not this server's); stop it first, or pass --listen \
+             with another address"
+        ),
+        Err(e) => return Err(e).with_context(|| format!("cannot listen on {listen}")),
+    };
     tracing::info!(address = %listener.local_addr()?, "wharf serving; waiting for the database");
     let startup = wharf_http::health::Startup::new(match &config.database_url {
         Some(_) => "connecting to PostgreSQL".to_owned(),
@@ -156,7 +173,12 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
                 wharf_http::webhook_keys::routes(webhook_public_keys, operator_token.clone()),
                 // Route modules are added above this line, one entry each.
             ];
-            startup.ready(wharf_http::app(routers));
+            crate::telemetry::sample_pool(db.pool.clone(), open.connections_max);
+            let app = wharf_http::app(routers).layer(axum::middleware::from_fn_with_state(
+                crate::telemetry::RequestLog::new(),
+                crate::telemetry::log_request,
+            ));
+            startup.ready(app);
             tracing::info!("wharf ready");
             if args.no_executor {
                 stop.clone().wait().await;
@@ -220,7 +242,19 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
         },
     )
     .await?;
-    println!("schema up to date");
+    if db.applied.is_empty() {
+        println!(
+            "schema up to date ({} migrations); nothing to apply",
+            db.schema_migrations
+        );
+    } else {
+        println!(
+            "applied {} migration(s): {}; schema up to date ({} migrations)",
+            db.applied.len(),
+            db.applied.join(", "),
+            db.schema_migrations
+        );
+    }
     db.close().await
 }
 

@@ -46,6 +46,9 @@ pub async fn run(config: &Config, args: TenantArgs) -> anyhow::Result<()> {
                     .collect();
                 println!("{}", serde_json::Value::Array(rows));
             } else {
+                if tenants.is_empty() {
+                    println!("no tenants (`wharf tenant create <id>` makes one)");
+                }
                 for (tenant, created_at) in tenants {
                     println!("{tenant}\t{}", created_at.to_rfc3339());
                 }

@@ -4,7 +4,10 @@
 mod actions;
 mod backup;
 mod bench;
+mod embedded;
 mod exchange;
+mod firsthour;
+mod quickstart;
 mod serve;
 mod startup;
 mod support;
