@@ -88,6 +88,8 @@ const STATEMENT_CONNECTIONS_MAX: u32 = 8;
 /// One finished attempt, waiting to be recorded.
 struct Finished {
     kind: String,
+    action_id: i64,
+    attempt: u32,
     label: &'static str,
     row: Option<CompletionRow>,
     /// The attempt's fence could not reach the database and the adapter gave up without
@@ -607,6 +609,8 @@ impl Executor {
             // for an executor that knows the kind.
             return Finished {
                 kind: row.kind,
+                action_id: row.id,
+                attempt: u32::try_from(row.attempt).unwrap_or(u32::MAX),
                 label: "abandoned",
                 row: None,
                 give_back: None,
@@ -669,6 +673,8 @@ impl Executor {
         let give_back = (decided.is_none() && attempt.give_back_on_abandon).then_some(give_back);
         Finished {
             kind: row.kind,
+            action_id: row.id,
+            attempt: claim.attempt,
             label: ran.label(),
             row: decided,
             give_back,
@@ -705,10 +711,26 @@ impl Executor {
         for f in &finished {
             let Some(row) = &f.row else {
                 metrics::attempt(&f.kind, f.label, false);
+                metrics::attempt_logged(
+                    &f.kind,
+                    f.action_id,
+                    f.attempt,
+                    f.label,
+                    None,
+                    f.give_back.is_some(),
+                );
                 continue;
             };
             let was_recorded = recorded.contains(&row.id);
             metrics::attempt(&f.kind, f.label, was_recorded);
+            metrics::attempt_logged(
+                &f.kind,
+                f.action_id,
+                f.attempt,
+                f.label,
+                row.error_code.as_deref(),
+                was_recorded,
+            );
             if !was_recorded {
                 tracing::info!(action_id = row.id, epoch = row.epoch, kind = %f.kind,
                     "attempt result dropped: the claim was superseded or the action erased");

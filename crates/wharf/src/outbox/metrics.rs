@@ -3,7 +3,8 @@
 //!
 //! Owns: names, labels, and the warning line per UNCERTAIN end. Must not know: SQL or adapters.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use wharf_core::action::{ActionState, StopReason};
 
@@ -33,6 +34,55 @@ pub(crate) fn attempt(kind: &str, result: &'static str, recorded: bool) {
         "recorded" => if recorded { "true" } else { "false" }
     )
     .increment(1);
+}
+
+/// Attempt log lines per second at most; past that, one line a second says how many were left
+/// out (a failing provider must not flood the log).
+pub const ATTEMPT_LOG_LINES_PER_SECOND_MAX: u64 = 50;
+
+/// The second the budget below is for, and lines logged / left out in it.
+static LOG_SECOND: AtomicU64 = AtomicU64::new(0);
+static LOG_USED: AtomicU64 = AtomicU64::new(0);
+static LOG_LEFT_OUT: AtomicU64 = AtomicU64::new(0);
+
+/// One info line per attempt that did not end DONE (retry, defer, uncertain, failed, cancelled,
+/// abandoned, panic, timeout): kind, action id, attempt, result, error code, and whether it was
+/// recorded (given back counts as recorded). No payload, no provider text. Rate-limited to
+/// [`ATTEMPT_LOG_LINES_PER_SECOND_MAX`].
+pub(crate) fn attempt_logged(
+    kind: &str,
+    action_id: i64,
+    attempt: u32,
+    result: &'static str,
+    error_code: Option<&str>,
+    recorded: bool,
+) {
+    if result == "done" {
+        return;
+    }
+    let second = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if LOG_SECOND.swap(second, Ordering::Relaxed) != second {
+        let left_out = LOG_LEFT_OUT.swap(0, Ordering::Relaxed);
+        LOG_USED.store(0, Ordering::Relaxed);
+        if left_out > 0 {
+            tracing::info!(left_out, "attempt log lines left out in the last second");
+        }
+    }
+    if LOG_USED.fetch_add(1, Ordering::Relaxed) >= ATTEMPT_LOG_LINES_PER_SECOND_MAX {
+        LOG_LEFT_OUT.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    tracing::info!(
+        kind,
+        action_id,
+        attempt,
+        result,
+        error_code = error_code.unwrap_or(""),
+        recorded,
+        "attempt ended"
+    );
 }
 
 /// One ended action: the counter, and for UNCERTAIN the one warning line (kind and reason only:
