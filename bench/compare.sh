@@ -16,7 +16,9 @@
 #   --rounds R            A-B pairs; odd gives a clean median [5]
 #   --ceiling-seconds S   pgbench run per round; 0 = no ceiling [10]
 #   --ceiling-script NAME claim_fence_complete (one action per step, as an unbatched executor)
-#                         or claim_fence_complete_batch (--ceiling-batch actions per step)
+#                         or claim_fence_complete_batch (--ceiling-batch actions per step), or
+#                         claim_complete_batch (the same with the claim as the fence, as wharf
+#                         runs a kind that is not at-most-once)
 #                         [claim_fence_complete]
 #   --ceiling-batch B     actions per step for the batch script, 1..100 [100]
 #   --wharf PATH          the wharf binary [target/release/wharf]
@@ -81,8 +83,8 @@ is_int "$ceiling_seconds" 0 3600 || die "--ceiling-seconds must be 0..3600"
 is_int "$round_timeout" 1 86400 || die "--round-timeout must be 1..86400"
 is_int "$ceiling_batch" 1 100 || die "--ceiling-batch must be 1..100"
 case "$ceiling_script" in
-    claim_fence_complete|claim_fence_complete_batch) ;;
-    *) die "--ceiling-script must be claim_fence_complete or claim_fence_complete_batch" ;;
+    claim_fence_complete|claim_fence_complete_batch|claim_complete_batch) ;;
+    *) die "--ceiling-script must be claim_fence_complete, claim_fence_complete_batch or claim_complete_batch" ;;
 esac
 command -v node >/dev/null || die "node is needed (Node 18 or newer) for Graphile Worker"
 [[ -x "$wharf" ]] || die "no wharf binary at $wharf (cargo build --release -p wharf-cli, or --wharf PATH)"

@@ -11,8 +11,8 @@
 # jobs_per_second = tps × batch. For insert, tps is single-row insert commits per second.
 #
 # Usage: DATABASE_URL=postgres://… bench/pgbench/run.sh [options]
-#   --script NAME   insert, claim_fence_complete, claim_fence_complete_batch, or all (the
-#                   three) [all]
+#   --script NAME   insert, claim_fence_complete, claim_fence_complete_batch,
+#                   claim_complete_batch (the claim is the fence), or all (the four) [all]
 #   --batch B       actions per step for claim_fence_complete_batch, 1..100 (wharf's claim
 #                   maximum) [100]
 #   --seconds S     pgbench -T, per script [10]
@@ -64,15 +64,15 @@ is_int "$threads" 1 "$clients" || die "--threads must be 1..clients"
 # (single and batched). An exhausted prefill is reported as a failure anyway, never as a figure;
 # a faster machine raises --rows.
 per_second=20000
-if [[ "$script" == all || "$script" == claim_fence_complete_batch ]]; then
+if [[ "$script" == all || "$script" == *_batch ]]; then
     per_second=50000
 fi
 : "${rows:=$(( per_second * seconds > 100000 ? per_second * seconds : 100000 ))}"
 is_int "$rows" 1 100000000 || die "--rows must be 1..100000000"
 case "$script" in
-    all) scripts=(insert claim_fence_complete claim_fence_complete_batch) ;;
-    insert|claim_fence_complete|claim_fence_complete_batch) scripts=("$script") ;;
-    *) die "--script must be insert, claim_fence_complete, claim_fence_complete_batch or all" ;;
+    all) scripts=(insert claim_fence_complete claim_fence_complete_batch claim_complete_batch) ;;
+    insert|claim_fence_complete|claim_fence_complete_batch|claim_complete_batch) scripts=("$script") ;;
+    *) die "--script must be insert, claim_fence_complete, claim_fence_complete_batch, claim_complete_batch or all" ;;
 esac
 [[ -n "${DATABASE_URL:-}" ]] || die "DATABASE_URL is not set"
 
@@ -118,7 +118,7 @@ for name in "${scripts[@]}"; do
     if (( status != 0 )); then
         cat "$out" >&2
         rm -f "$out"
-        if [[ "$name" == claim_fence_complete* ]] && (( status == 2 )); then
+        if [[ "$name" == claim_* ]] && (( status == 2 )); then
             die "pgbench failed on $name (if a claim got no row, the prefill of $rows rows ran out: raise --rows)"
         fi
         die "pgbench failed on $name (exit $status)"
@@ -131,7 +131,7 @@ for name in "${scripts[@]}"; do
     extra=""
     case "$name" in
         claim_fence_complete) extra=",\"jobs_per_second\":$tps" ;;
-        claim_fence_complete_batch)
+        claim_fence_complete_batch|claim_complete_batch)
             extra="$(awk -v t="$tps" -v b="$batch" 'BEGIN { printf ",\"batch\":%d,\"jobs_per_second\":%.3f", b, t * b }')" ;;
     esac
     printf '{"system":"pgbench","script":"%s","clients":%d,"threads":%d,"seconds":%d,"rows":%d,"transactions":%d,"tps":%s%s,"latency_ms_avg":%s,"pgbench_version":"%s","server_version":"%s"}\n' \
