@@ -49,8 +49,12 @@
 WITH reclaims AS (
     SELECT r.id, r.write_started_at IS NOT NULL AS was_started
       FROM wharf.action r
-     WHERE r.state = 'EXECUTING'
+     -- Walked in lease order on ix_action_lease: the state test is written so that no index on
+     -- EXECUTING rows can serve it (with statistics from a quiet moment the planner took the
+     -- lane index instead and read every running action per claim; 0014_outbox_lease_index.sql).
+     WHERE r.lease_expires_at IS NOT NULL
        AND r.lease_expires_at <= (SELECT coalesce($3::timestamptz, now()))
+       AND (r.state || '') = 'EXECUTING'
        AND r.kind = ANY($4::text[])
        AND NOT (r.at_most_once AND r.write_started_at IS NOT NULL)
        AND r.attempt < r.max_attempts

@@ -82,7 +82,9 @@ capped AS (
 reclaims AS (
     SELECT r.id, r.lane_key, r.lease_expires_at AS run_at, true AS reclaim
       FROM wharf.action r, clock
-     WHERE r.state = 'EXECUTING' AND r.lease_expires_at <= clock.now
+     -- As in claim.sql: lease order on ix_action_lease, never a walk of every running action.
+     WHERE r.lease_expires_at IS NOT NULL AND r.lease_expires_at <= clock.now
+       AND (r.state || '') = 'EXECUTING'
        AND r.kind = ANY($4::text[])
        AND NOT (r.at_most_once AND r.write_started_at IS NOT NULL)
        AND r.attempt < r.max_attempts

@@ -16,7 +16,10 @@ WITH clock AS MATERIALIZED (
 lost AS (
     SELECT a.id
       FROM wharf.action a, clock
-     WHERE a.state = 'EXECUTING' AND a.lease_expires_at <= clock.now
+     -- The state test written so that no index on EXECUTING rows can serve it: the walk must be
+     -- ix_action_lease in lease order, not every running action (0014_outbox_lease_index.sql).
+     WHERE a.lease_expires_at IS NOT NULL AND a.lease_expires_at <= clock.now
+       AND (a.state || '') = 'EXECUTING'
        AND ((a.at_most_once AND a.write_started_at IS NOT NULL)
             OR a.attempt >= a.max_attempts)
      ORDER BY a.lease_expires_at

@@ -6,10 +6,10 @@
 //! before it locks anything), the call timeout, panic capture, completion batching, wake-ups
 //! (NOTIFY hint + polling with backoff), sweeps, retention, `drain`, and graceful shutdown.
 //! Fence batching is `fences.rs`; the settings are `executor/config.rs`; the long-running loop
-//! of `run` (claim-ahead, dispatch, the recorder, listener and housekeeping tasks) is
-//! `executor/run.rs`. This file keeps what one claim and one attempt need: allowances, the
-//! claim itself, give-back, `execute`, `record`, and the one-shot paths (`run_once`, `drain`,
-//! sweeps, retention, gauges). Must not know: any provider, or any SQL text (the store has
+//! of `run` (claim-ahead, dispatch, the recorder and listener tasks) is `executor/run.rs`;
+//! sweeps, retention, gauges and the housekeeping task are `executor/maintenance.rs`. This file
+//! keeps what one claim and one attempt need: allowances, the claim itself, give-back,
+//! `execute`, `record`, and the one-shot paths (`run_once`, `drain`). Must not know: any provider, or any SQL text (the store has
 //! it). The pure decision of what a result means is [`super::decide`].
 //!
 //! Invariants kept here:
@@ -42,6 +42,7 @@ use super::metrics;
 use crate::store;
 
 mod config;
+mod maintenance;
 mod run;
 
 use crate::store::outbox::{ClaimedRow, CompletionRow};
@@ -248,72 +249,6 @@ impl Executor {
             }
         }
         Ok(report)
-    }
-
-    /// Runs both sweeps once (bounded batches, repeated while a batch comes back full).
-    pub async fn sweep_at(&self, now: Option<DateTime<Utc>>) -> Result<SweepReport, Error> {
-        let pool = &self.inner.statements;
-        let batch = self.inner.config.sweep_batch_max;
-        let mut report = SweepReport::default();
-        for _ in 0..self.inner.config.drain_rounds_max {
-            let lost = store::outbox::sweep_lease_lost(pool, batch, now).await?;
-            for (id, kind, reason) in &lost {
-                // The statement sets one of two reasons; anything else cannot come back.
-                let reason = reason
-                    .parse::<StopReason>()
-                    .unwrap_or(StopReason::LeaseLostAfterWrite);
-                if reason == StopReason::AttemptsExhausted {
-                    report.attempts_exhausted += 1;
-                } else {
-                    report.lease_lost += 1;
-                }
-                metrics::ended(kind, *id, reason.state(), reason);
-            }
-            let expired = store::outbox::sweep_expired(pool, batch, now).await?;
-            for (id, kind) in &expired {
-                metrics::ended(kind, *id, ActionState::Cancelled, StopReason::Expired);
-            }
-            report.expired += expired.len() as u64;
-            if lost.len() < batch as usize && expired.len() < batch as usize {
-                break;
-            }
-        }
-        Ok(report)
-    }
-
-    /// Retention: deletes actions that ended more than `retention_ms` ago, in bounded batches.
-    /// The cutoff comes from this host's clock: a few seconds of skew do not matter against 30
-    /// days. Returns how many were deleted.
-    pub async fn retain(&self) -> Result<u64, Error> {
-        let c = &self.inner.config;
-        let cutoff = Utc::now()
-            - chrono::Duration::milliseconds(i64::try_from(c.retention_ms).unwrap_or(i64::MAX));
-        let mut deleted = 0;
-        for _ in 0..c.retention_batches_per_run_max {
-            let n = super::ops::delete_ended_before(
-                &self.inner.statements,
-                cutoff,
-                c.retention_batch_max,
-            )
-            .await?;
-            deleted += n;
-            if n < u64::from(c.retention_batch_max) {
-                break;
-            }
-        }
-        Ok(deleted)
-    }
-
-    /// Refreshes the due-depth and oldest-due-age gauges for every registered kind.
-    pub async fn refresh_gauges(&self) -> Result<(), Error> {
-        let rows = store::outbox::due_gauges(&self.inner.statements, None).await?;
-        let by_kind: HashMap<String, (i64, f64)> =
-            rows.into_iter().map(|(k, n, age)| (k, (n, age))).collect();
-        for kind in self.inner.registry.kinds() {
-            let (n, age) = by_kind.get(kind).copied().unwrap_or((0, 0.0));
-            metrics::due(kind, n, age);
-        }
-        Ok(())
     }
 
     /// The kinds this executor may claim now, each with how many it may take, and the

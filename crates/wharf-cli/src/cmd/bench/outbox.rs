@@ -53,14 +53,40 @@ const ROW_BYTES_ESTIMATE: u64 = 600;
 pub type StartProbe = Arc<dyn Fn(&Value) + Send + Sync>;
 
 /// The no-op adapter: reports its start to the probe, passes the fence (`begin_write()`, timed) and answers
-/// Done. A refused fence is counted and fails the run.
+/// Done. A refused fence is counted and fails the run. It also checks the lanes as it runs: an
+/// attempt that starts while another of its lane runs, or that starts an action with a lower id
+/// than one its lane already started, is a lane violation (also counted; it fails the run).
 #[derive(Default)]
 pub struct NoopAdapter {
     refused: AtomicU64,
+    lane_violations: AtomicU64,
+    /// Per lane: the highest action id started and whether an attempt of the lane runs now.
+    lanes: std::sync::Mutex<std::collections::HashMap<String, (i64, bool)>>,
     probe: RwLock<Option<StartProbe>>,
 }
 
 impl NoopAdapter {
+    /// Lane violations seen so far (overlaps and out-of-order starts).
+    pub fn lane_violations(&self) -> u64 {
+        self.lane_violations.load(Ordering::Relaxed)
+    }
+
+    fn lane_enter(&self, lane: &str, id: i64) {
+        let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = lanes.entry(lane.to_owned()).or_insert((i64::MIN, false));
+        if entry.1 || id < entry.0 {
+            self.lane_violations.fetch_add(1, Ordering::Relaxed);
+        }
+        *entry = (entry.0.max(id), true);
+    }
+
+    fn lane_leave(&self, lane: &str) {
+        let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = lanes.get_mut(lane) {
+            entry.1 = false;
+        }
+    }
+
     /// Fences refused so far.
     pub fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
@@ -100,8 +126,10 @@ impl Adapter for NoopAdapter {
             if let Some(probe) = probe {
                 probe(attempt.payload());
             }
+            let lane = attempt.lane_key().to_owned();
+            self.lane_enter(&lane, attempt.action_id());
             let started = Instant::now();
-            match attempt.fence().begin_write().await {
+            let outcome = match attempt.fence().begin_write().await {
                 Ok(()) => {
                     metrics::histogram!(FENCE_SECONDS).record(started.elapsed().as_secs_f64());
                     Outcome::Done { readback_ref: None }
@@ -111,7 +139,12 @@ impl Adapter for NoopAdapter {
                     tracing::warn!(error = %e, "bench: the fence refused");
                     Outcome::Abandoned
                 }
-            }
+            };
+            // Left before the result is recorded: the executor records it after `execute`
+            // returns, and the lane's next claim waits for that record, so leaving here can
+            // only make an overlap harder to miss, never report one that did not happen.
+            self.lane_leave(&lane);
+            outcome
         })
     }
 }
@@ -742,6 +775,12 @@ async fn drain(bench: &Bench, target: u64) -> anyhow::Result<Drained> {
         bar.set_position(ended.min(target));
         if ended >= target {
             break Ok(started.elapsed());
+        }
+        if bench.adapter.lane_violations() > 0 {
+            break Err(anyhow::anyhow!(
+                "{} lane violation(s): an attempt started while its lane ran another, or out of id order",
+                bench.adapter.lane_violations()
+            ));
         }
         if bench.adapter.refused() > refused_before {
             break Err(anyhow::anyhow!(

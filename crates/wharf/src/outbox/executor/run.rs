@@ -2,18 +2,18 @@
 //!
 //! Owns: claiming beside the loop and holding claimed actions for the next free slot
 //! (claim-ahead), starting them as slots free, giving back what was held on shutdown or for too
-//! long, the NOTIFY listener, the completion recorder task and the housekeeping task (sweeps,
-//! retention, gauges). Must not know SQL (the store has it) or how one attempt is run and
+//! long, the NOTIFY listener, the completion recorder task, and starting the housekeeping task
+//! (`maintenance.rs`). Must not know SQL (the store has it) or how one attempt is run and
 //! decided (`execute` and `record` in the parent module).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use sqlx::postgres::PgListener;
-use std::sync::Arc;
 
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
@@ -432,41 +432,6 @@ impl Executor {
             empty: got == 0 && !again,
             full,
             found: got > 0,
-        }
-    }
-
-    /// Sweeps, retention and gauges on their intervals until `stop` turns true. Beside the
-    /// claim loop, so a slow sweep never holds up starting actions.
-    async fn housekeeping(&self, mut stop: watch::Receiver<bool>) {
-        let c = &self.inner.config;
-        let interval = |ms: u64| Duration::from_millis(ms);
-        let started = Instant::now();
-        let (mut next_sweep, mut next_retention, mut next_gauges) = (started, started, started);
-        loop {
-            let now = Instant::now();
-            if now >= next_sweep {
-                next_sweep = now + interval(c.sweep_interval_ms);
-                if let Err(e) = self.sweep_at(None).await {
-                    tracing::warn!(error = %e, "outbox sweep failed");
-                }
-            }
-            if now >= next_retention {
-                next_retention = now + interval(c.retention_interval_ms);
-                if let Err(e) = self.retain().await {
-                    tracing::warn!(error = %e, "outbox retention failed");
-                }
-            }
-            if now >= next_gauges {
-                next_gauges = now + interval(c.gauge_interval_ms);
-                if let Err(e) = self.refresh_gauges().await {
-                    tracing::warn!(error = %e, "outbox gauges failed");
-                }
-            }
-            let next = next_sweep.min(next_retention).min(next_gauges);
-            tokio::select! {
-                _ = stop.wait_for(|stop| *stop) => return,
-                _ = tokio::time::sleep_until(next.into()) => {}
-            }
         }
     }
 

@@ -39,6 +39,8 @@ pub(super) fn row_json(
         "claim_batch": args.claim_batch, "claim_scan": args.claim_scan,
         "claim_ahead": args.claim_ahead,
         "completion_batch": args.completion_batch, "notify": args.notify.on(),
+        "claims_in_flight": args.claims_in_flight, "fence_with_claim": args.fence_with_claim.on(),
+        "lane_violations": bench.adapter.lane_violations(),
         "backlog": backlog, "backlog_lanes": args.backlog_lanes,
         "backlog_due": !args.backlog_not_due,
         "enqueue_seconds": enqueued.map(|e| e.seconds),

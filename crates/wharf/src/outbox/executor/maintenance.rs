@@ -1,0 +1,122 @@
+//! Housekeeping of one replica: the sweeps (expired unstarted actions; leases lost after a write
+//! or on the last attempt), retention and the due gauges, one shot each, and the task that runs
+//! them on their intervals beside `run`'s loop.
+//!
+//! Owns: when and in what bounded batches each runs, and what each reports. Must not know SQL
+//! (the store has it) or anything of claiming and running attempts.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use wharf_core::action::{ActionState, StopReason};
+
+use super::{Executor, SweepReport};
+use crate::outbox::error::Error;
+use crate::outbox::{metrics, ops};
+use crate::store;
+
+impl Executor {
+    /// Runs both sweeps once (bounded batches, repeated while a batch comes back full).
+    pub async fn sweep_at(&self, now: Option<DateTime<Utc>>) -> Result<SweepReport, Error> {
+        let pool = &self.inner.statements;
+        let batch = self.inner.config.sweep_batch_max;
+        let mut report = SweepReport::default();
+        for _ in 0..self.inner.config.drain_rounds_max {
+            let lost = store::outbox::sweep_lease_lost(pool, batch, now).await?;
+            for (id, kind, reason) in &lost {
+                // The statement sets one of two reasons; anything else cannot come back.
+                let reason = reason
+                    .parse::<StopReason>()
+                    .unwrap_or(StopReason::LeaseLostAfterWrite);
+                if reason == StopReason::AttemptsExhausted {
+                    report.attempts_exhausted += 1;
+                } else {
+                    report.lease_lost += 1;
+                }
+                metrics::ended(kind, *id, reason.state(), reason);
+            }
+            let expired = store::outbox::sweep_expired(pool, batch, now).await?;
+            for (id, kind) in &expired {
+                metrics::ended(kind, *id, ActionState::Cancelled, StopReason::Expired);
+            }
+            report.expired += expired.len() as u64;
+            if lost.len() < batch as usize && expired.len() < batch as usize {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Retention: deletes actions that ended more than `retention_ms` ago, in bounded batches.
+    /// The cutoff comes from this host's clock: a few seconds of skew do not matter against 30
+    /// days. Returns how many were deleted.
+    pub async fn retain(&self) -> Result<u64, Error> {
+        let c = &self.inner.config;
+        let cutoff = Utc::now()
+            - chrono::Duration::milliseconds(i64::try_from(c.retention_ms).unwrap_or(i64::MAX));
+        let mut deleted = 0;
+        for _ in 0..c.retention_batches_per_run_max {
+            let n = ops::delete_ended_before(
+                &self.inner.statements,
+                cutoff,
+                c.retention_batch_max,
+            )
+            .await?;
+            deleted += n;
+            if n < u64::from(c.retention_batch_max) {
+                break;
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Refreshes the due-depth and oldest-due-age gauges for every registered kind.
+    pub async fn refresh_gauges(&self) -> Result<(), Error> {
+        let rows = store::outbox::due_gauges(&self.inner.statements, None).await?;
+        let by_kind: HashMap<String, (i64, f64)> =
+            rows.into_iter().map(|(k, n, age)| (k, (n, age))).collect();
+        for kind in self.inner.registry.kinds() {
+            let (n, age) = by_kind.get(kind).copied().unwrap_or((0, 0.0));
+            metrics::due(kind, n, age);
+        }
+        Ok(())
+    }
+
+    /// Sweeps, retention and gauges on their intervals until `stop` turns true. Beside the
+    /// claim loop, so a slow sweep never holds up starting actions.
+    pub(super) async fn housekeeping(&self, mut stop: watch::Receiver<bool>) {
+        let c = &self.inner.config;
+        let interval = |ms: u64| Duration::from_millis(ms);
+        let started = Instant::now();
+        let (mut next_sweep, mut next_retention, mut next_gauges) = (started, started, started);
+        loop {
+            let now = Instant::now();
+            if now >= next_sweep {
+                next_sweep = now + interval(c.sweep_interval_ms);
+                if let Err(e) = self.sweep_at(None).await {
+                    tracing::warn!(error = %e, "outbox sweep failed");
+                }
+            }
+            if now >= next_retention {
+                next_retention = now + interval(c.retention_interval_ms);
+                if let Err(e) = self.retain().await {
+                    tracing::warn!(error = %e, "outbox retention failed");
+                }
+            }
+            if now >= next_gauges {
+                next_gauges = now + interval(c.gauge_interval_ms);
+                if let Err(e) = self.refresh_gauges().await {
+                    tracing::warn!(error = %e, "outbox gauges failed");
+                }
+            }
+            let next = next_sweep.min(next_retention).min(next_gauges);
+            tokio::select! {
+                _ = stop.wait_for(|stop| *stop) => return,
+                _ = tokio::time::sleep_until(next.into()) => {}
+            }
+        }
+    }
+
+}
