@@ -138,11 +138,12 @@ pub fn state(text: &str) -> String {
 /// A small SVG sparkline of `values` (oldest first): bars on a fixed 2-px grid, with the
 /// maximum written beside it. Rendered on the server, so it needs no script.
 pub fn sparkline(values: &[i64], label: &str) -> String {
-    let max = values.iter().copied().max().unwrap_or(0).max(1);
+    let peak = values.iter().copied().max().unwrap_or(0);
+    let max = peak.max(1);
     let height = 24.0;
     let width = values.len() * 3;
     let mut out = format!(
-        "<svg class=\"spark\" role=\"img\" viewBox=\"0 0 {width} {height}\" width=\"{w}\" height=\"{height}\"><title>{}</title>",
+        "<svg class=\"spark\" role=\"img\" preserveAspectRatio=\"none\" viewBox=\"0 0 {width} {height}\" width=\"{w}\" height=\"{height}\"><title>{}</title>",
         esc(label),
         w = width * 2,
     );
@@ -162,7 +163,7 @@ pub fn sparkline(values: &[i64], label: &str) -> String {
     let total: i64 = values.iter().sum();
     let _ = write!(
         out,
-        "</svg> <span class=\"spark-label\">{total} in all, peak {max}/min</span>"
+        "</svg> <span class=\"spark-label\">{total} in all, peak {peak}/min</span>"
     );
     out
 }
