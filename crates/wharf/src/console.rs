@@ -351,6 +351,14 @@ pub async fn overview(
     })
 }
 
+/// The newest inbox answers (at most [`COUNT_ROWS_MAX`]) by minute, outcome and reason, and
+/// whether the read reached that bound.
+pub async fn inbox_answers<'e>(ex: impl PgExecutor<'e>) -> Result<(Vec<AnswerCount>, bool), Error> {
+    let answers = store::inbox_answers(ex, COUNT_ROWS_MAX).await?;
+    let capped = answers.iter().map(|a| a.n).sum::<i64>() >= COUNT_ROWS_MAX;
+    Ok((answers, capped))
+}
+
 /// One page of the actions list: the window of at most [`SCAN_ROWS_MAX`] ids below `below`,
 /// filtered. An idempotency key narrows to its one action wherever it is.
 pub async fn actions(

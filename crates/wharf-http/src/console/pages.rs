@@ -746,7 +746,7 @@ pub(super) async fn inbox(
     let tenants = read::tenants(&mut *tx, p.get("after"), PAGE_ROWS)
         .await
         .map_err(|e| c.read_failed(e, &correlation))?;
-    let o = read::overview(&mut tx, None)
+    let (answers, _) = read::inbox_answers(&mut *tx)
         .await
         .map_err(|e| c.read_failed(e, &correlation))?;
     drop(tx);
@@ -776,7 +776,7 @@ pub(super) async fn inbox(
     }
     let now = Utc::now();
     let mut reasons: BTreeMap<(String, String), Vec<(DateTime<Utc>, i64)>> = BTreeMap::new();
-    for a in o.answers.iter().filter(|a| a.outcome.starts_with("refuse")) {
+    for a in answers.iter().filter(|a| a.outcome.starts_with("refuse")) {
         reasons
             .entry((a.outcome.clone(), a.reason.clone()))
             .or_default()

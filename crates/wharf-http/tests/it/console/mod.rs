@@ -3,6 +3,7 @@
 //! drives the same console in a real headless Chromium.
 
 mod browser;
+mod measure;
 mod pages;
 
 use std::sync::Arc;
