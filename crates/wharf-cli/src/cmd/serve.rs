@@ -141,12 +141,13 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             .or(section.operator_token_read_only),
     );
     let console_section: ConsoleSection = config.section("console")?;
-    let console =
-        (console_section.enabled && !args.no_console).then(|| wharf_http::console::ConsoleConfig {
+    let console = (console_section.enabled && !args.no_console).then_some(
+        wharf_http::console::ConsoleConfig {
             path: console_section.path,
             session_ms: console_section.session_ms,
             secure_cookie: console_section.secure_cookie,
-        });
+        },
+    );
     if let Some(console) = &console {
         console
             .validate()

@@ -22,6 +22,9 @@ use crate::error::{ApiError, CorrelationId};
 /// Rows on a console page.
 pub const PAGE_ROWS: i64 = 50;
 
+/// A count in one minute.
+type PerMinute = (DateTime<Utc>, i64);
+
 fn notice(p: &Params) -> String {
     let text = match p.text("notice") {
         "admitted" => "The proposal was admitted.".to_owned(),
@@ -775,7 +778,7 @@ pub(super) async fn inbox(
         ));
     }
     let now = Utc::now();
-    let mut reasons: BTreeMap<(String, String), Vec<(DateTime<Utc>, i64)>> = BTreeMap::new();
+    let mut reasons: BTreeMap<(String, String), Vec<PerMinute>> = BTreeMap::new();
     for a in answers.iter().filter(|a| a.outcome.starts_with("refuse")) {
         reasons
             .entry((a.outcome.clone(), a.reason.clone()))
