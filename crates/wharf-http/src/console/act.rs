@@ -7,6 +7,10 @@
 //! not admitted, a skip must move the cursor forward, …).
 
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use axum::Extension;
+use axum::extract::connect_info::ConnectInfo;
 
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
@@ -442,8 +446,29 @@ pub(super) async fn sign_in(
     State(c): State<Console>,
     correlation: CorrelationId,
     headers: HeaderMap,
+    connect: Option<Extension<ConnectInfo<SocketAddr>>>,
     body: Bytes,
 ) -> Result<Response, Failure> {
+    // Without connect info every client shares one bucket: limited too much, never too little.
+    let peer = connect.map_or(
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        |Extension(ConnectInfo(a))| a.ip(),
+    );
+    if let Err(wait) = c.sign_ins.check(&peer) {
+        let page = sign_in_page(
+            &c,
+            Some(&format!(
+                "Too many sign-in attempts from your address; try again in {} s.",
+                wait.as_secs().max(1)
+            )),
+        );
+        return Ok((
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, wait.as_secs().max(1).to_string())],
+            Html(page),
+        )
+            .into_response());
+    }
     let p = Params::from_bytes(&body);
     let token = p.text("token");
     let role = if c.operator.matches(token) {

@@ -36,6 +36,13 @@ pub const PATH_DEFAULT: &str = "/console";
 pub const COOKIE: &str = "wharf_console";
 /// Bytes a console form may have: a few short fields.
 pub const FORM_BYTES_MAX: usize = 16 * 1024;
+/// Sign-in attempts one client address may make at once, then one every
+/// [`SIGN_IN_REFILL_S`] seconds: enough for a person who mistypes, far too few to guess a token.
+pub const SIGN_IN_BURST: u32 = 10;
+/// Seconds per further sign-in attempt once the burst is spent.
+pub const SIGN_IN_REFILL_S: f64 = 6.0;
+/// Client addresses the sign-in limiter remembers at most.
+pub const SIGN_IN_PEERS_MAX: usize = 10_000;
 
 /// How the console is served.
 #[derive(Debug, Clone)]
@@ -102,6 +109,7 @@ pub(crate) struct Console {
     secure_cookie: bool,
     operator: OperatorToken,
     read_only: OperatorToken,
+    sign_ins: Arc<wharf::inbox::Limiter<std::net::IpAddr>>,
 }
 
 /// The console's routes under `config.path`. `operator` signs in with the operator role (the
@@ -121,6 +129,13 @@ pub fn routes(
         secure_cookie: config.secure_cookie,
         operator,
         read_only,
+        sign_ins: Arc::new(wharf::inbox::Limiter::new(
+            wharf::inbox::LimitPolicy {
+                rate_per_s: 1.0 / SIGN_IN_REFILL_S,
+                burst: SIGN_IN_BURST,
+            },
+            SIGN_IN_PEERS_MAX,
+        )),
     };
     let inner = Router::new()
         .route("/", get(pages::overview))

@@ -17,7 +17,7 @@ use wharf_testkit::TestDb;
 use super::*;
 
 #[tokio::test]
-#[ignore = "a measurement (fills a million actions, about a minute); run by name with --ignored"]
+#[ignore = "a measurement (fills a million actions, about ten seconds); run by name with --ignored"]
 async fn measure() {
     let n: i64 = std::env::var("WHARF_CONSOLE_ACTIONS")
         .ok()

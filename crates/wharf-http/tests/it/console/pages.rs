@@ -708,3 +708,22 @@ async fn the_console_path_is_configurable() {
         .is_err()
     );
 }
+
+#[tokio::test]
+async fn sign_in_attempts_from_one_address_are_limited() {
+    let db = TestDb::new().await;
+    let base = start(&db).await;
+    for i in 0..wharf_http::console::SIGN_IN_BURST {
+        assert_eq!(
+            sign_in(&base, "mallory", &format!("guess-{i}"), &[])
+                .await
+                .status,
+            401
+        );
+    }
+    // Even the right token waits now: the limit comes before the token is looked at.
+    let a = sign_in(&base, "ada", OPERATOR_TOKEN, &[]).await;
+    assert_eq!(a.status, 429);
+    assert!(a.headers.contains_key("retry-after"));
+    assert!(a.headers.get(SET_COOKIE).is_none());
+}
