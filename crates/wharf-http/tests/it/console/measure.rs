@@ -1,8 +1,8 @@
 //! Page-render times at a million actions: a measurement, not a test of speed (nothing here
-//! asserts a time). Run it by name, wrapped in the machine's quiet lock:
+//! asserts a time). Run it by name, on a quiet machine:
 //!
 //! ```sh
-//! /work/tools/quiet console-pages cargo test -p wharf-http --test it -- --ignored --nocapture console::measure
+//! cargo test -p wharf-http --test it -- --ignored --nocapture console::measure
 //! ```
 //!
 //! It fills one database with `WHARF_CONSOLE_ACTIONS` actions (default 1,000,000: 1 % admitted
