@@ -25,8 +25,9 @@ pub const TOP_LEVEL_KEYS: [&str; 3] = ["database_url", "data_dir", "log_format"]
 /// A table not listed here is refused: a typo such as `[emial]` would otherwise be ignored,
 /// and wharf would quietly run with the defaults it was meant to replace (`.eml` files
 /// instead of mail). A new subsystem adds its table here.
-pub const TABLES: [&str; 9] = [
+pub const TABLES: [&str; 10] = [
     "serve", "startup", "executor", "email", "http", "webhook", "envelope", "outbound", "inbox",
+    "console",
 ];
 
 /// Options every command takes.

@@ -152,7 +152,7 @@ async fn enqueue(
         run_at: body.run_at,
         proposed: body.proposed,
     };
-    let mut tx = begin(&actions, &correlation).await?;
+    let mut tx = begin(&actions.pool, &correlation).await?;
     let enqueued = outbox::enqueue(&mut tx, &actions.registry, request)
         .await
         .map_err(|e| before_commit(e, &correlation))?;
@@ -183,7 +183,7 @@ async fn admit(
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<ActionJson>, ApiError> {
     actions.token.require(&headers, &correlation)?;
-    let mut tx = begin(&actions, &correlation).await?;
+    let mut tx = begin(&actions.pool, &correlation).await?;
     let changed = outbox::admit(&mut *tx, id)
         .await
         .map_err(|e| before_commit(e, &correlation))?;
@@ -199,7 +199,7 @@ async fn refuse(
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<ActionJson>, ApiError> {
     actions.token.require(&headers, &correlation)?;
-    let mut tx = begin(&actions, &correlation).await?;
+    let mut tx = begin(&actions.pool, &correlation).await?;
     let changed = outbox::refuse(&mut *tx, id)
         .await
         .map_err(|e| before_commit(e, &correlation))?;
@@ -223,7 +223,7 @@ async fn erase(
     // No action can have such a subject (enqueue refuses it), and PostgreSQL would refuse the
     // parameter with an error a client would be told to retry.
     crate::extract::nul_free("account", &account, &correlation)?;
-    let mut tx = begin(&actions, &correlation).await?;
+    let mut tx = begin(&actions.pool, &correlation).await?;
     let deleted = outbox::erase_subject(&mut *tx, &account)
         .await
         .map_err(|e| before_commit(e, &correlation))?;
@@ -231,20 +231,19 @@ async fn erase(
     Ok(Json(Erased { deleted }))
 }
 
-/// A transaction for one admin write. Failing to begin one committed nothing.
-async fn begin(
-    actions: &Actions,
+/// A transaction for one admin write (also the console's). Failing to begin one committed
+/// nothing.
+pub(crate) async fn begin(
+    pool: &sqlx::PgPool,
     correlation: &CorrelationId,
 ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, ApiError> {
-    actions
-        .pool
-        .begin()
+    pool.begin()
         .await
         .map_err(|e| ApiError::not_committed(&e, correlation))
 }
 
 /// Commits an admin write, answering a failure with what is known of its outcome.
-async fn commit(
+pub(crate) async fn commit(
     tx: sqlx::Transaction<'static, sqlx::Postgres>,
     correlation: &CorrelationId,
 ) -> Result<(), ApiError> {
@@ -255,7 +254,7 @@ async fn commit(
 
 /// An error inside a transaction whose COMMIT was not sent: a database failure there committed
 /// nothing; every other error maps as [`outbox_error`] says.
-fn before_commit(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
+pub(crate) fn before_commit(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
     match error {
         outbox::Error::Database(e) => {
             ApiError::commit(&wharf::commit::CommitError::before_commit(e), correlation)
@@ -266,7 +265,7 @@ fn before_commit(error: outbox::Error, correlation: &CorrelationId) -> ApiError 
 
 /// After admit/refuse: the action as it is now (404 when unknown), or 409 when it was not a
 /// proposal (admitting twice is not an error worth retrying, but the caller should know).
-fn decided(
+pub(crate) fn decided(
     view: ActionView,
     changed: bool,
     verb: &str,
@@ -288,7 +287,7 @@ fn decided(
 
 /// Reads one action, 404 when there is none. A read commits nothing, so a database failure is
 /// `unavailable` (inside a write's transaction, that transaction is not committed yet either).
-async fn find<'c>(
+pub(crate) async fn find<'c>(
     executor: impl sqlx::PgExecutor<'c>,
     id: i64,
     correlation: &CorrelationId,

@@ -36,6 +36,14 @@ impl OperatorToken {
         constant_time_eq(expected.as_bytes(), given.as_bytes())
     }
 
+    /// Whether `given` (as typed into the console's sign-in form) is the token.
+    pub fn matches(&self, given: &str) -> bool {
+        match &self.0 {
+            Some(expected) => constant_time_eq(expected.as_bytes(), given.as_bytes()),
+            None => false,
+        }
+    }
+
     /// `Ok` when the request carries the operator token, else the 401 answer.
     pub fn require(
         &self,

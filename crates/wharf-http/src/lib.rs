@@ -11,6 +11,7 @@
 
 pub mod actions;
 pub mod auth;
+pub mod console;
 pub mod dead_letters;
 pub mod error;
 pub mod extract;

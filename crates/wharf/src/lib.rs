@@ -19,6 +19,7 @@
 pub use wharf_core as core;
 
 pub mod commit;
+pub mod console;
 pub mod inbox;
 pub mod migrate;
 pub mod outbound;

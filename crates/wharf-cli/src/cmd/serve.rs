@@ -58,6 +58,17 @@ pub struct ServeArgs {
         value_name = "TOKEN"
     )]
     operator_token: Option<String>,
+    /// Token of the console's read-only role: signs in to see everything and change nothing.
+    #[arg(
+        long,
+        env = "WHARF_OPERATOR_TOKEN_READ_ONLY",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    operator_token_read_only: Option<String>,
+    /// Serve no console (`[console] enabled = false`).
+    #[arg(long)]
+    no_console: bool,
     /// Serve HTTP only; run no executor in this process.
     #[arg(long)]
     no_executor: bool,
@@ -78,6 +89,34 @@ pub struct WorkArgs {
 struct ServeSection {
     listen: Option<SocketAddr>,
     operator_token: Option<String>,
+    operator_token_read_only: Option<String>,
+}
+
+/// The `[console]` table: the operator console `serve` serves beside the API.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ConsoleSection {
+    /// Serve it at all.
+    enabled: bool,
+    /// Where: `/console`.
+    path: String,
+    /// How long a sign-in lasts, in milliseconds (default 8 h, at most 24 h).
+    session_ms: u64,
+    /// Mark the session cookie `Secure` even without `X-Forwarded-Proto: https` (serve behind a
+    /// TLS-terminating proxy).
+    secure_cookie: bool,
+}
+
+impl Default for ConsoleSection {
+    fn default() -> ConsoleSection {
+        let d = wharf_http::console::ConsoleConfig::default();
+        ConsoleSection {
+            enabled: true,
+            path: d.path,
+            session_ms: d.session_ms,
+            secure_cookie: d.secure_cookie,
+        }
+    }
 }
 
 /// `wharf serve`: listens at once, answering `/healthz` and (503 `starting`) everything else
@@ -108,6 +147,23 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let operator_token = wharf_http::auth::OperatorToken::new(token);
+    let read_only_token = wharf_http::auth::OperatorToken::new(
+        args.operator_token_read_only
+            .or(section.operator_token_read_only),
+    );
+    let console_section: ConsoleSection = config.section("console")?;
+    let console = (console_section.enabled && !args.no_console).then_some(
+        wharf_http::console::ConsoleConfig {
+            path: console_section.path,
+            session_ms: console_section.session_ms,
+            secure_cookie: console_section.secure_cookie,
+        },
+    );
+    if let Some(console) = &console {
+        console
+            .validate()
+            .context("invalid [console] configuration")?;
+    }
     let inbox_settings: wharf::inbox::InboxSettings = config.section("inbox")?;
     let inbox_config = inbox_settings
         .into_config()
@@ -129,6 +185,10 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         Err(e) => return Err(e).with_context(|| format!("cannot listen on {listen}")),
     };
     tracing::info!(address = %listener.local_addr()?, "wharf serving; waiting for the database");
+    if let Some(console) = &console {
+        // Printed, not only logged: the README tells a person to open it.
+        println!("console: http://{}{}", listener.local_addr()?, console.path);
+    }
     let startup = wharf_http::health::Startup::new(match &config.database_url {
         Some(_) => "connecting to PostgreSQL".to_owned(),
         None => "starting the embedded PostgreSQL".to_owned(),
@@ -160,7 +220,7 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         let ran: anyhow::Result<()> = async {
             let executor = compose::executor(config, db.pool.clone(), registry.clone())?;
             let inbox = Arc::new(wharf::inbox::Inbox::new(db.pool.clone(), inbox_config));
-            let routers = vec![
+            let mut routers = vec![
                 wharf_http::health::routes(db.pool.clone(), Some(prometheus)),
                 wharf_http::openapi::routes(),
                 wharf_http::actions::routes(
@@ -173,6 +233,14 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
                 wharf_http::webhook_keys::routes(webhook_public_keys, operator_token.clone()),
                 // Route modules are added above this line, one entry each.
             ];
+            if let Some(console) = console.clone() {
+                routers.push(wharf_http::console::routes(
+                    db.pool.clone(),
+                    operator_token.clone(),
+                    read_only_token.clone(),
+                    console,
+                )?);
+            }
             crate::telemetry::sample_pool(db.pool.clone(), open.connections_max);
             let app = wharf_http::app(routers).layer(axum::middleware::from_fn_with_state(
                 crate::telemetry::RequestLog::new(),

@@ -161,6 +161,9 @@ async fn serve_refuses_an_invalid_configuration_before_serving() {
         ("[executor]\nfence_margin_ms = 1000\n", "[executor]"),
         ("[email]\nrelay_port = 25\ncolour = \"red\"\n", "[email]"),
         ("[serve]\nlisten = \"not an address\"\n", "[serve]"),
+        ("[console]\npath = \"console\"\n", "[console]"),
+        ("[console]\nsession_ms = 0\n", "[console]"),
+        ("[console]\ncolour = \"red\"\n", "console"),
     ] {
         let config = cwd.path().join("wharf.toml");
         std::fs::write(&config, table).unwrap();
@@ -174,4 +177,47 @@ async fn serve_refuses_an_invalid_configuration_before_serving() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(reason), "{table}: {stderr}");
     }
+}
+
+#[tokio::test]
+async fn serve_serves_the_console_unless_it_is_switched_off() {
+    let db = wharf_testkit::TestDb::new().await;
+    let cwd = tempfile::tempdir().unwrap();
+    let env = [
+        ("DATABASE_URL", db.url()),
+        ("WHARF_OPERATOR_TOKEN", "op-token".to_owned()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let on = Server::start(cwd.path(), &[], &env).await;
+    let page = crate::support::http()
+        .get(format!("{}/console/sign-in", on.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("Sign in"));
+    on.interrupt();
+
+    std::fs::write(
+        cwd.path().join("wharf.toml"),
+        "[console]\npath = \"/ops\"\n",
+    )
+    .unwrap();
+    let moved = Server::start(cwd.path(), &[], &env).await;
+    let status = |base: String, path: &'static str| async move {
+        crate::support::http()
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(status(moved.base.clone(), "/ops/sign-in").await, 200);
+    assert_eq!(status(moved.base.clone(), "/console/sign-in").await, 404);
+    moved.interrupt();
+
+    let off = Server::start(cwd.path(), &["--no-console"], &env).await;
+    assert_eq!(status(off.base.clone(), "/ops/sign-in").await, 404);
+    off.interrupt();
 }

@@ -3,6 +3,7 @@
 mod actions;
 mod catalog;
 mod commit;
+mod console;
 mod dead_letters;
 mod ingest;
 mod limits;

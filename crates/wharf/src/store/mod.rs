@@ -4,6 +4,7 @@
 //! Must not know: business rules. Functions here take decided values and return rows; the
 //! outbox and inbox modules decide (with `wharf-core`) what to write.
 
+pub mod console;
 pub mod inbox;
 pub mod outbound;
 pub mod outbox;

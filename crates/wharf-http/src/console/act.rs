@@ -1,0 +1,619 @@
+//! Sign-in, sign-out, and the operator actions: a confirmation page that says what will
+//! happen, then a CSRF-checked POST that runs the action through the same library function and
+//! the same error mapping as the HTTP admin API, with the operator audit row in the same
+//! transaction.
+//!
+//! Must not know: SQL, or when an action is allowed (the library decides: a non-proposal is
+//! not admitted, a skip must move the cursor forward, …).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use axum::Extension;
+use axum::extract::connect_info::ConnectInfo;
+
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
+use axum::http::header::{self, HeaderMap};
+use axum::response::{Html, IntoResponse, Response};
+use wharf::console::{Entry, Role};
+use wharf::inbox::streams::{Producer, StreamId};
+use wharf::outbox;
+
+use super::html::{self, esc, hidden};
+use super::{Console, Failure, Signed, see_other};
+use crate::actions;
+use crate::error::{ApiError, CorrelationId};
+
+/// A request's parameters (query or form), last value of a name wins. Empty values count as
+/// absent, so an empty filter field filters nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Params(HashMap<String, String>);
+
+impl Params {
+    /// From a query string; one that does not decode gives no parameters.
+    pub(crate) fn from_query(raw: Option<String>) -> Params {
+        Params::from_bytes(raw.unwrap_or_default().as_bytes())
+    }
+
+    /// From an `application/x-www-form-urlencoded` body.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Params {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(bytes).unwrap_or_default();
+        Params(pairs.into_iter().collect())
+    }
+
+    /// A non-empty value, trimmed.
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
+    }
+
+    /// A non-empty value or "".
+    pub(crate) fn text(&self, name: &str) -> &str {
+        self.get(name).unwrap_or("")
+    }
+
+    /// A number, when given; an error names the field.
+    pub(crate) fn number<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, String> {
+        self.get(name)
+            .map(|v| {
+                v.parse::<T>()
+                    .map_err(|_| format!("{name} must be a number, not {v:?}"))
+            })
+            .transpose()
+    }
+
+    fn required(&self, name: &str) -> Result<&str, String> {
+        self.get(name).ok_or_else(|| format!("{name} is required"))
+    }
+}
+
+/// An operator action the console offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Op {
+    Admit(i64),
+    Refuse(i64),
+    Erase(String),
+    Skip {
+        stream: StreamId,
+        to: u64,
+        reason: String,
+    },
+    Floor {
+        stream: StreamId,
+        floor: u64,
+        reason: String,
+    },
+}
+
+fn stream_of(p: &Params) -> Result<StreamId, String> {
+    let id = p.required("producer_id")?.to_owned();
+    let producer = match p.required("producer_kind")? {
+        "device" => Producer::Device(id),
+        "account" => Producer::Account(id),
+        other => {
+            return Err(format!(
+                "producer_kind must be device or account, not {other:?}"
+            ));
+        }
+    };
+    Ok(StreamId {
+        tenant: p.required("tenant")?.to_owned(),
+        project: p.required("project")?.to_owned(),
+        producer,
+    })
+}
+
+impl Op {
+    fn parse(p: &Params) -> Result<Op, String> {
+        let id = || {
+            p.number::<i64>("id")?
+                .ok_or_else(|| "id is required".to_owned())
+        };
+        match p.required("op")? {
+            "admit" => Ok(Op::Admit(id()?)),
+            "refuse" => Ok(Op::Refuse(id()?)),
+            "erase" => Ok(Op::Erase(p.required("account")?.to_owned())),
+            "skip" => Ok(Op::Skip {
+                stream: stream_of(p)?,
+                to: p.number("to")?.ok_or("to is required")?,
+                reason: p.required("reason")?.to_owned(),
+            }),
+            "floor" => Ok(Op::Floor {
+                stream: stream_of(p)?,
+                floor: p.number("floor")?.ok_or("floor is required")?,
+                reason: p.required("reason")?.to_owned(),
+            }),
+            other => Err(format!("no operator action {other:?}")),
+        }
+    }
+
+    /// The form fields that carry this action from the confirmation to the POST.
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        let stream = |s: &StreamId| {
+            vec![
+                ("tenant", s.tenant.clone()),
+                ("project", s.project.clone()),
+                ("producer_kind", s.producer.kind().to_owned()),
+                ("producer_id", s.producer.id().to_owned()),
+            ]
+        };
+        match self {
+            Op::Admit(id) => vec![("op", "admit".into()), ("id", id.to_string())],
+            Op::Refuse(id) => vec![("op", "refuse".into()), ("id", id.to_string())],
+            Op::Erase(account) => vec![("op", "erase".into()), ("account", account.clone())],
+            Op::Skip {
+                stream: s,
+                to,
+                reason,
+            } => {
+                let mut f = vec![
+                    ("op", "skip".into()),
+                    ("to", to.to_string()),
+                    ("reason", reason.clone()),
+                ];
+                f.extend(stream(s));
+                f
+            }
+            Op::Floor {
+                stream: s,
+                floor,
+                reason,
+            } => {
+                let mut f = vec![
+                    ("op", "floor".into()),
+                    ("floor", floor.to_string()),
+                    ("reason", reason.clone()),
+                ];
+                f.extend(stream(s));
+                f
+            }
+        }
+    }
+
+    /// The confirmation's title and what will happen, in HTML.
+    fn describe(&self) -> (&'static str, String) {
+        let stream = |s: &StreamId| {
+            format!(
+                "the stream of {} <code>{}</code> in <code>{}/{}</code>",
+                s.producer.kind(),
+                esc(s.producer.id()),
+                esc(&s.tenant),
+                esc(&s.project)
+            )
+        };
+        match self {
+            Op::Admit(id) => (
+                "Admit a proposal",
+                format!(
+                    "Action <code>{id}</code> leaves PROPOSED and becomes ADMITTED: it runs when it is due, in its lane's order. Only a PROPOSED action can be admitted; anything else is refused and nothing changes."
+                ),
+            ),
+            Op::Refuse(id) => (
+                "Refuse a proposal",
+                format!(
+                    "Action <code>{id}</code> ends CANCELLED with stop reason REFUSED and its payload is dropped. It never runs. An ended action never changes again."
+                ),
+            ),
+            Op::Erase(account) => (
+                "Erase a subject",
+                format!(
+                    "Every action whose subject is <code>{}</code> is deleted, in every state: a pending one never runs. A provider call already past its fence still reaches the provider. This cannot be undone.",
+                    esc(account)
+                ),
+            ),
+            Op::Skip {
+                stream: s,
+                to,
+                reason,
+            } => (
+                "Skip a gap",
+                format!(
+                    "The cursor of {} moves forward to <code>{to}</code>, then through every retained sequence contiguous with it. Sequences at or below it that never arrived can still arrive (accept-reordered) until the floor passes them. Recorded in the inbox audit and the operator audit with the reason <q>{}</q>.",
+                    stream(s),
+                    esc(reason)
+                ),
+            ),
+            Op::Floor {
+                stream: s,
+                floor,
+                reason,
+            } => (
+                "Advance the replay floor",
+                format!(
+                    "The replay floor of {} rises to <code>{floor}</code>: new envelopes below it are refused as replays from now on (duplicates of retained ones still answer ignore-duplicate). The floor never goes down again. Recorded with the reason <q>{}</q>.",
+                    stream(s),
+                    esc(reason)
+                ),
+            ),
+        }
+    }
+
+    fn audit_action(&self) -> &'static str {
+        match self {
+            Op::Admit(_) => "action-admit",
+            Op::Refuse(_) => "action-refuse",
+            Op::Erase(_) => "subject-erase",
+            Op::Skip { .. } => "stream-skip",
+            Op::Floor { .. } => "stream-advance-floor",
+        }
+    }
+
+    fn target(&self) -> String {
+        let stream = |s: &StreamId| {
+            format!(
+                "{}/{}/{}:{}",
+                s.tenant,
+                s.project,
+                s.producer.kind(),
+                s.producer.id()
+            )
+        };
+        match self {
+            Op::Admit(id) | Op::Refuse(id) => format!("action {id}"),
+            Op::Erase(account) => format!("subject {account}"),
+            Op::Skip { stream: s, .. } | Op::Floor { stream: s, .. } => stream(s),
+        }
+    }
+}
+
+/// `GET /confirm?op=…`: what the action will do, and the form that does it. The read-only role
+/// is told it cannot act, and gets no form.
+pub(super) async fn confirm(
+    State(c): State<Console>,
+    correlation: CorrelationId,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Result<Html<String>, Failure> {
+    let signed = c.signed_in(&headers, &correlation).await?;
+    let p = Params::from_query(raw);
+    let op = Op::parse(&p).map_err(|e| Failure::bad_request(&c, e, &correlation))?;
+    if signed.session.role != Role::Operator {
+        return Err(c.read_only_refusal(&correlation));
+    }
+    let (title, what) = op.describe();
+    let mut form = format!(
+        "<div class=\"confirm\"><p>{what}</p><form method=\"post\" action=\"{}/do\">{}",
+        esc(&c.base),
+        hidden("csrf", &signed.csrf)
+    );
+    for (name, value) in op.fields() {
+        form.push_str(&hidden(name, &value));
+    }
+    form.push_str(&format!(
+        "<button type=\"submit\" class=\"danger\" id=\"confirm\">Yes, {}</button> <a href=\"{}\">Cancel</a></form></div>",
+        esc(&title.to_lowercase()),
+        esc(&c.base)
+    ));
+    Ok(Html(html::page(
+        &c.base,
+        title,
+        Some(&signed.viewer()),
+        false,
+        &form,
+    )))
+}
+
+fn inbox_error(error: wharf::inbox::InboxError, correlation: &CorrelationId) -> ApiError {
+    use wharf::inbox::InboxError;
+    match error {
+        InboxError::Invalid { .. } => ApiError::invalid(error.to_string(), correlation),
+        InboxError::NotFound { .. } => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            error.to_string(),
+            correlation,
+        ),
+        InboxError::Conflict(_) => ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            error.to_string(),
+            correlation,
+        ),
+        // Inside the transaction, before its COMMIT: nothing was committed.
+        InboxError::Database(e) => {
+            ApiError::commit(&wharf::commit::CommitError::before_commit(e), correlation)
+        }
+        other => ApiError::internal(&other, correlation),
+    }
+}
+
+fn console_error(error: wharf::console::Error, correlation: &CorrelationId) -> ApiError {
+    match error {
+        wharf::console::Error::Invalid { .. } => ApiError::invalid(error.to_string(), correlation),
+        wharf::console::Error::Database(e) => {
+            ApiError::commit(&wharf::commit::CommitError::before_commit(e), correlation)
+        }
+        other => ApiError::internal(&other, correlation),
+    }
+}
+
+/// `POST /do`: the CSRF token, then the role, then the action and its audit row in one
+/// transaction. Answers 303 to the page that shows the result.
+pub(super) async fn perform(
+    State(c): State<Console>,
+    correlation: CorrelationId,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Failure> {
+    let p = Params::from_bytes(&body);
+    let signed = c.may_act(&headers, p.get("csrf"), &correlation).await?;
+    let op = Op::parse(&p).map_err(|e| Failure::bad_request(&c, e, &correlation))?;
+    let api = |e: ApiError| Failure::api(&c, e);
+    let mut tx = actions::begin(&c.pool, &correlation).await.map_err(api)?;
+    let base = &c.base;
+    let operator = signed.session.operator.as_str();
+    let (detail, back) = match &op {
+        Op::Admit(id) | Op::Refuse(id) => {
+            let (changed, verb) = if matches!(op, Op::Admit(_)) {
+                (outbox::admit(&mut *tx, *id).await, "admitted")
+            } else {
+                (outbox::refuse(&mut *tx, *id).await, "refused")
+            };
+            let changed = changed.map_err(|e| api(actions::before_commit(e, &correlation)))?;
+            let view = actions::find(&mut *tx, *id, &correlation)
+                .await
+                .map_err(api)?;
+            drop(actions::decided(view, changed, verb, &correlation).map_err(api)?);
+            (
+                verb.to_owned(),
+                format!("{base}/actions/{id}?notice={verb}"),
+            )
+        }
+        Op::Erase(account) => {
+            crate::extract::nul_free("account", account, &correlation).map_err(api)?;
+            let deleted = outbox::erase_subject(&mut *tx, account)
+                .await
+                .map_err(|e| api(actions::before_commit(e, &correlation)))?;
+            (
+                format!("deleted {deleted} actions"),
+                format!("{base}/actions?notice=erased&deleted={deleted}"),
+            )
+        }
+        Op::Skip { stream, to, reason } => {
+            let change = wharf::inbox::streams::skip(&mut tx, stream, *to, operator, reason)
+                .await
+                .map_err(|e| api(inbox_error(e, &correlation)))?;
+            (
+                format!("cursor {} -> {}: {reason}", change.before, change.after),
+                stream_page(base, stream, "skipped"),
+            )
+        }
+        Op::Floor {
+            stream,
+            floor,
+            reason,
+        } => {
+            let change =
+                wharf::inbox::streams::advance_floor(&mut tx, stream, *floor, operator, reason)
+                    .await
+                    .map_err(|e| api(inbox_error(e, &correlation)))?;
+            (
+                format!("floor {} -> {}: {reason}", change.before, change.after),
+                stream_page(base, stream, "floor-advanced"),
+            )
+        }
+    };
+    let target = op.target();
+    wharf::console::record(
+        &mut *tx,
+        Entry {
+            session: &signed.session,
+            action: op.audit_action(),
+            target: &target,
+            detail: &detail,
+            correlation_id: &correlation.0,
+        },
+    )
+    .await
+    .map_err(|e| api(console_error(e, &correlation)))?;
+    actions::commit(tx, &correlation).await.map_err(api)?;
+    Ok(see_other(&back))
+}
+
+fn stream_page(base: &str, stream: &StreamId, notice: &str) -> String {
+    format!(
+        "{base}/inbox/{}/{}?notice={notice}",
+        html::query_value(&stream.tenant),
+        html::query_value(&stream.project)
+    )
+}
+
+fn sign_in_page(c: &Console, error: Option<&str>) -> String {
+    let error = error
+        .map(|e| format!("<p class=\"error\">{}</p>", esc(e)))
+        .unwrap_or_default();
+    let body = format!(
+        "{error}<form method=\"post\" action=\"{}/sign-in\" class=\"confirm\">\
+<p><label>Your name (recorded with everything you do)<br><input name=\"operator\" id=\"operator\" required maxlength=\"128\" pattern=\"[A-Za-z0-9][A-Za-z0-9._:-]*\" autocomplete=\"username\"></label></p>\
+<p><label>Operator token, or the read-only token<br><input name=\"token\" id=\"token\" type=\"password\" required autocomplete=\"current-password\"></label></p>\
+<p><button type=\"submit\" id=\"sign-in\">Sign in</button></p>\
+<p class=\"hint\">The token is the server's <code>operator_token</code> (acts) or <code>operator_token_read_only</code> (only sees). The session ends after {} or when you sign out.</p></form>",
+        esc(&c.base),
+        html::age((c.session_ms / 1000) as i64)
+    );
+    html::page(&c.base, "Sign in", None, false, &body)
+}
+
+/// `GET /sign-in`.
+pub(super) async fn sign_in_form(State(c): State<Console>) -> Html<String> {
+    Html(sign_in_page(&c, None))
+}
+
+/// `POST /sign-in`: the token decides the role; the name says who. A wrong token answers 401
+/// and stores nothing.
+pub(super) async fn sign_in(
+    State(c): State<Console>,
+    correlation: CorrelationId,
+    headers: HeaderMap,
+    connect: Option<Extension<ConnectInfo<SocketAddr>>>,
+    body: Bytes,
+) -> Result<Response, Failure> {
+    // Without connect info every client shares one bucket: limited too much, never too little.
+    let peer = connect.map_or(
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        |Extension(ConnectInfo(a))| a.ip(),
+    );
+    if let Err(wait) = c.sign_ins.check(&peer) {
+        let page = sign_in_page(
+            &c,
+            Some(&format!(
+                "Too many sign-in attempts from your address; try again in {} s.",
+                wait.as_secs().max(1)
+            )),
+        );
+        return Ok((
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, wait.as_secs().max(1).to_string())],
+            Html(page),
+        )
+            .into_response());
+    }
+    let p = Params::from_bytes(&body);
+    let token = p.text("token");
+    let role = if c.operator.matches(token) {
+        Role::Operator
+    } else if c.read_only.matches(token) {
+        Role::ReadOnly
+    } else {
+        let page = sign_in_page(
+            &c,
+            Some(
+                "That is neither the operator token nor the read-only token (or the server has none configured).",
+            ),
+        );
+        return Ok((StatusCode::UNAUTHORIZED, Html(page)).into_response());
+    };
+    let api = |e: ApiError| Failure::api(&c, e);
+    let mut tx = actions::begin(&c.pool, &correlation).await.map_err(api)?;
+    let signed_in = wharf::console::sign_in(&mut tx, p.text("operator"), role, c.session_ms).await;
+    let (session_token, session) = match signed_in {
+        Ok(s) => s,
+        Err(wharf::console::Error::Invalid { what, why }) => {
+            let page = sign_in_page(&c, Some(&format!("Your {what} {why}.")));
+            return Ok((StatusCode::BAD_REQUEST, Html(page)).into_response());
+        }
+        Err(e) => return Err(api(console_error(e, &correlation))),
+    };
+    wharf::console::record(
+        &mut *tx,
+        Entry {
+            session: &session,
+            action: "sign-in",
+            target: "console",
+            detail: &format!("session until {}", html::time(&session.expires_at)),
+            correlation_id: &correlation.0,
+        },
+    )
+    .await
+    .map_err(|e| api(console_error(e, &correlation)))?;
+    actions::commit(tx, &correlation).await.map_err(api)?;
+    let mut response = see_other(&c.base);
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        c.cookie(&headers, session_token.expose(), c.session_ms / 1000),
+    );
+    Ok(response)
+}
+
+/// `POST /sign-out` (CSRF-checked; any role may sign out): ends the session, clears the cookie.
+pub(super) async fn sign_out(
+    State(c): State<Console>,
+    correlation: CorrelationId,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Failure> {
+    let p = Params::from_bytes(&body);
+    let signed: Signed = c.signed_in(&headers, &correlation).await?;
+    let csrf_ok = p
+        .get("csrf")
+        .is_some_and(|g| crate::auth::constant_time_eq(g.as_bytes(), signed.csrf.as_bytes()));
+    if !csrf_ok {
+        return Err(Failure::page(
+            &c,
+            StatusCode::FORBIDDEN,
+            "csrf",
+            "this form did not carry the session's CSRF token",
+            &correlation,
+        ));
+    }
+    let api = |e: ApiError| Failure::api(&c, e);
+    let mut tx = actions::begin(&c.pool, &correlation).await.map_err(api)?;
+    wharf::console::sign_out(&mut *tx, &signed.token)
+        .await
+        .map_err(|e| api(console_error(e, &correlation)))?;
+    wharf::console::record(
+        &mut *tx,
+        Entry {
+            session: &signed.session,
+            action: "sign-out",
+            target: "console",
+            detail: "",
+            correlation_id: &correlation.0,
+        },
+    )
+    .await
+    .map_err(|e| api(console_error(e, &correlation)))?;
+    actions::commit(tx, &correlation).await.map_err(api)?;
+    let mut response = see_other(&format!("{}/sign-in", c.base));
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, c.cookie(&headers, "", 0));
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_action_survives_its_trip_through_the_confirmation_form() {
+        let stream = StreamId {
+            tenant: "acme".into(),
+            project: "p1".into(),
+            producer: Producer::Device("d1".into()),
+        };
+        for op in [
+            Op::Admit(7),
+            Op::Refuse(8),
+            Op::Erase("acct-1".into()),
+            Op::Skip {
+                stream: stream.clone(),
+                to: 9,
+                reason: "lost".into(),
+            },
+            Op::Floor {
+                stream,
+                floor: 3,
+                reason: "old".into(),
+            },
+        ] {
+            let form = serde_urlencoded::to_string(op.fields()).unwrap();
+            assert_eq!(
+                Op::parse(&Params::from_bytes(form.as_bytes())),
+                Ok(op.clone()),
+                "{form}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_action_names_what_is_wrong() {
+        let check = |form: &str, expected: &str| {
+            let got = Op::parse(&Params::from_bytes(form.as_bytes())).unwrap_err();
+            assert!(got.contains(expected), "{form}: {got}");
+        };
+        check("", "op is required");
+        check("op=launch", "no operator action");
+        check("op=admit", "id is required");
+        check("op=admit&id=x", "id must be a number");
+        check(
+            "op=skip&tenant=a&project=p&producer_kind=robot&producer_id=d&to=1&reason=r",
+            "producer_kind",
+        );
+        check(
+            "op=floor&tenant=a&project=p&producer_kind=device&producer_id=d&reason=r",
+            "floor is required",
+        );
+    }
+}
