@@ -62,7 +62,7 @@ WITH reclaims AS (
      LIMIT $1
        FOR UPDATE SKIP LOCKED
 ),
-candidates AS (
+candidates AS MATERIALIZED (
     SELECT c.id
       FROM wharf.action c
      WHERE c.state = 'ADMITTED' AND c.head_hint
@@ -78,21 +78,32 @@ candidates AS (
 -- The two lane checks are scalar subqueries with LIMIT 1 on purpose: PostgreSQL turns NOT EXISTS
 -- into an anti join, and with many unstarted rows the planner hashes the whole pending index
 -- (a scan of every unstarted row per claim). As subqueries they stay one index probe per
--- candidate, evaluated lazily in window order until enough heads are locked. No ORDER BY here:
--- it would sort (and probe) the whole window before the first lock; the nested loop over the
--- window keeps its run_at order.
+-- candidate, evaluated lazily in window order until enough heads are locked.
+-- The shape is fixed by the text, not left to estimates: statistics taken while the table was
+-- empty (a drained queue, or a fresh install) made the planner think a table of thousands of rows
+-- held a few dozen, and it joined the window to the table by a join filter with sequential lane
+-- probes (seen: 7 s for one claim of 100). So the window is MATERIALIZED in run_at order; each
+-- candidate is looked up by primary key in a LATERAL subquery (the state test written so that no
+-- partial index can serve it instead), locked there, and probed; each probe's ORDER BY is its
+-- index's order, so only that index answers it without a sort. The executor's statement pool
+-- also turns off sequential scans and hash/merge joins (`outbox/executor.rs`).
 heads AS (
-    SELECT h.id, h.write_started_at IS NOT NULL AS was_started
+    SELECT h.id, h.was_started
       FROM candidates c
-      JOIN wharf.action h ON h.id = c.id
-     WHERE h.state = 'ADMITTED'
-       AND (SELECT 1 FROM wharf.action e
-             WHERE e.lane_key = h.lane_key AND e.state = 'EXECUTING' LIMIT 1) IS NULL
-       AND (SELECT 1 FROM wharf.action p
-             WHERE p.lane_key = h.lane_key AND p.state IN ('PROPOSED', 'ADMITTED')
-               AND p.id < h.id LIMIT 1) IS NULL
+     CROSS JOIN LATERAL (
+            SELECT h.id, h.write_started_at IS NOT NULL AS was_started
+              FROM wharf.action h
+             WHERE h.id = c.id AND (h.state || '') = 'ADMITTED'
+               AND (SELECT 1 FROM wharf.action e
+                     WHERE e.lane_key = h.lane_key AND e.state = 'EXECUTING'
+                     ORDER BY e.lane_key LIMIT 1) IS NULL
+               AND (SELECT 1 FROM wharf.action p
+                     WHERE p.lane_key = h.lane_key AND p.state IN ('PROPOSED', 'ADMITTED')
+                       AND p.id < h.id
+                     ORDER BY p.lane_key, p.id LIMIT 1) IS NULL
+               FOR UPDATE SKIP LOCKED
+          ) h
      LIMIT greatest($1 - (SELECT count(*) FROM reclaims), 0)
-       FOR UPDATE OF h SKIP LOCKED
 ),
 picked AS (
     SELECT id, was_started FROM reclaims
