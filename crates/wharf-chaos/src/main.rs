@@ -38,6 +38,9 @@ struct Args {
     /// Provider faults per thousand calls: refuse,tempfail,timeout.
     #[arg(long, value_delimiter = ',')]
     provider_permille: Vec<u64>,
+    /// Milliseconds PostgreSQL stays down in a restart: min,max.
+    #[arg(long, value_delimiter = ',')]
+    restart_down_ms: Vec<u64>,
     /// The wharf binary [default: WHARF_BIN, else `wharf` beside this executable].
     #[arg(long)]
     wharf: Option<PathBuf>,
@@ -85,6 +88,13 @@ async fn main() -> anyhow::Result<()> {
             .as_slice()
             .try_into()
             .context("--provider-permille takes three numbers: refuse,tempfail,timeout")?;
+    }
+    if !args.restart_down_ms.is_empty() {
+        settings.restart_down_ms = args
+            .restart_down_ms
+            .as_slice()
+            .try_into()
+            .context("--restart-down-ms takes two numbers: min,max")?;
     }
     let wharf = match args.wharf {
         Some(path) => path,

@@ -25,6 +25,10 @@ pub struct Recovery {
     pub first_call_ms: Option<f64>,
     /// Provider calls per second in each of the 10 seconds after it answered again.
     pub calls_per_s: Vec<u64>,
+    /// Provider calls per second in the 10 seconds before the crash.
+    pub before_per_s: f64,
+    /// Milliseconds the server was down (stop, wait, crash recovery).
+    pub down_ms: f64,
 }
 
 /// The summary of a run.
@@ -59,10 +63,18 @@ pub struct Summary {
     /// Lane waits of at least half a lease, after a delivered call, for a next action that
     /// was already enqueued: how many, and the longest, in seconds.
     pub lane_waits: (usize, f64),
-    /// Lane waits (as above) in the 12 s after a fault of each kind, count and median seconds.
+    /// Lane waits (as above) by the most recent fault begun in the 12 s before the wait
+    /// began: count and median seconds.
     pub lane_waits_after: BTreeMap<String, (usize, f64)>,
     /// After each restart.
     pub recoveries: Vec<Recovery>,
+    /// Seconds (samples) in which some EXECUTING action's lease had expired, of all samples.
+    pub expired_samples: (usize, usize),
+    /// The longest an expired lease waited for its reclaim, seen by a sample, seconds; and the
+    /// median over the samples that saw one.
+    pub expired_for_s: (f64, f64),
+    /// The most expired leases waiting at once.
+    pub expired_max: i64,
     /// Replicas that exited on their own.
     pub unexpected_exits: Vec<String>,
 }
@@ -160,6 +172,26 @@ pub fn summarize(outcome: &Outcome) -> Summary {
         lane_waits,
         lane_waits_after,
         recoveries: recoveries(outcome),
+        expired_samples: (
+            outcome.samples.iter().filter(|s| s.expired > 0).count(),
+            outcome.samples.len(),
+        ),
+        expired_for_s: (
+            outcome
+                .samples
+                .iter()
+                .map(|s| s.expired_for_ms as f64 / 1e3)
+                .fold(0.0, f64::max),
+            median(
+                outcome
+                    .samples
+                    .iter()
+                    .filter(|s| s.expired > 0)
+                    .map(|s| s.expired_for_ms as f64 / 1e3)
+                    .collect(),
+            ),
+        ),
+        expired_max: outcome.samples.iter().map(|s| s.expired).max().unwrap_or(0),
         unexpected_exits: outcome.unexpected_exits.clone(),
     }
 }
@@ -211,18 +243,17 @@ fn lane_waits(outcome: &Outcome) -> ((usize, f64), BTreeMap<String, (usize, f64)
     let longest = waits.iter().map(|w| w.1).max().unwrap_or(0);
     let mut after: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (began, wait) in &waits {
-        for kind in FaultKind::ALL {
-            let recent = outcome
-                .faults
-                .iter()
-                .any(|f| f.kind == kind && f.at_us <= *began && *began - f.at_us <= 12_000_000);
-            if recent {
-                after
-                    .entry(kind_name(kind).to_owned())
-                    .or_default()
-                    .push(seconds(*wait));
-            }
-        }
+        // The most recent fault begun in the 12 s before the wait began, if any.
+        let recent = outcome
+            .faults
+            .iter()
+            .filter(|f| f.at_us <= *began && *began - f.at_us <= 12_000_000)
+            .max_by_key(|f| f.at_us);
+        let name = recent.map_or("no fault in the 12 s before", |f| kind_name(f.kind));
+        after
+            .entry(name.to_owned())
+            .or_default()
+            .push(seconds(*wait));
     }
     let after = after
         .into_iter()
@@ -255,9 +286,13 @@ fn recoveries(outcome: &Outcome) -> Vec<Recovery> {
                         as u64
                 })
                 .collect();
+            let from = f.at_us - 10_000_000;
+            let before = starts.partition_point(|&s| s < f.at_us) - starts.partition_point(|&s| s < from);
             Recovery {
                 first_call_ms,
                 calls_per_s,
+                before_per_s: before as f64 / 10.0,
+                down_ms: (f.over_us - f.at_us) as f64 / 1e3,
             }
         })
         .collect()
@@ -323,12 +358,22 @@ pub fn markdown(summary: &Summary) -> String {
     );
     let _ = writeln!(
         out,
+        "Expired leases not yet reclaimed (sampled every second): in {} of {} samples, at most \
+         {} at once; the oldest had expired {:.1} s before (median over those samples {:.1} s).\n",
+        summary.expired_samples.0,
+        summary.expired_samples.1,
+        summary.expired_max,
+        summary.expired_for_s.0,
+        summary.expired_for_s.1
+    );
+    let _ = writeln!(
+        out,
         "Lane waits ≥ half a lease with work ready: {} (longest {:.1} s).\n",
         summary.lane_waits.0, summary.lane_waits.1
     );
     let _ = writeln!(
         out,
-        "| lane waits begun ≤ 12 s after | waits | median s |\n|---|---:|---:|"
+        "| lane waits, by the last fault begun ≤ 12 s before | waits | median s |\n|---|---:|---:|"
     );
     for (kind, (n, m)) in &summary.lane_waits_after {
         let _ = writeln!(out, "| {kind} | {n} | {m:.1} |");
@@ -341,10 +386,13 @@ pub fn markdown(summary: &Summary) -> String {
             .filter_map(|r| r.first_call_ms)
             .collect();
         let n = summary.recoveries.len() as f64;
+        let before: f64 = summary.recoveries.iter().map(|r| r.before_per_s).sum::<f64>() / n;
+        let down = median(summary.recoveries.iter().map(|r| r.down_ms).collect());
         let _ = writeln!(
             out,
-            "After {} PostgreSQL restarts: first provider call a median {:.0} ms after the \
-             server answered again (max {:.0} ms); calls/s in the seconds after (mean over \
+            "After {} PostgreSQL restarts (down a median {down:.0} ms): first provider call a \
+             median {:.0} ms after the server answered again (max {:.0} ms); {before:.0} \
+             calls/s in the 10 s before the crash; calls/s in the seconds after (mean over \
              restarts):\n",
             summary.recoveries.len(),
             median(firsts.clone()),

@@ -144,6 +144,19 @@ pub struct FaultEvent {
     pub target: String,
 }
 
+/// The database's view of the outbox at one moment (sampled every second during the load).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sample {
+    /// When, run microseconds.
+    pub at_us: i64,
+    /// Actions EXECUTING.
+    pub executing: i64,
+    /// Of those, how many have a lease that expired (waiting to be reclaimed).
+    pub expired: i64,
+    /// How long ago the oldest of those leases expired, milliseconds.
+    pub expired_for_ms: i64,
+}
+
 /// What a run produced.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Outcome {
@@ -164,6 +177,8 @@ pub struct Outcome {
     pub drain_s: f64,
     /// Replicas that exited without being told to (a crash of wharf itself).
     pub unexpected_exits: Vec<String>,
+    /// The outbox every second.
+    pub samples: Vec<Sample>,
     /// The run's directory (logs), when kept.
     pub dir: Option<PathBuf>,
 }
@@ -181,6 +196,7 @@ struct Shared {
     cluster: wharf_pg::Cluster,
     settings: Settings,
     unexpected_exits: Mutex<Vec<String>>,
+    samples: Mutex<Vec<Sample>>,
 }
 
 impl Shared {
@@ -334,6 +350,7 @@ pub async fn run(
         cluster,
         settings: settings.clone(),
         unexpected_exits: Mutex::new(Vec::new()),
+        samples: Mutex::new(Vec::new()),
     });
     let deadline = started + Duration::from_secs(settings.deadline_s);
 
@@ -342,6 +359,7 @@ pub async fn run(
         faulters.push(tokio::spawn(faults(shared.clone(), pool.clone(), kind)));
     }
     let watcher = tokio::spawn(watch(shared.clone()));
+    let sampler = tokio::spawn(sample(shared.clone(), pool.clone()));
     let feeder = tokio::spawn(feed(shared.clone(), pool.clone(), http.base.clone()));
     let mut producers = Vec::new();
     for (device, token) in credentials {
@@ -380,6 +398,7 @@ pub async fn run(
     let drain_s = drain_started.elapsed().as_secs_f64();
     shared.quiet.store(true, Ordering::SeqCst);
     watcher.abort();
+    sampler.abort();
     {
         let mut replicas = shared.replicas.lock().unwrap_or_else(|e| e.into_inner());
         for replica in replicas.iter_mut() {
@@ -410,8 +429,14 @@ pub async fn run(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
+    let samples = shared
+        .samples
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     let outcome = Outcome {
         settings,
+        samples,
         provider_faults: provider_faults(&evidence),
         evidence,
         faults,
@@ -506,6 +531,46 @@ async fn watch(shared: Arc<Shared>) {
                     .push(format!("{} exited with {status}", replica.name));
                 let _ = replica.kill_and_restart();
             }
+        }
+    }
+}
+
+/// Every second: how many actions are EXECUTING, and how many of those hold a lease that
+/// already expired (the database clock), the oldest for how long. A reclaim is due at once
+/// (SPEC §2.3); what this sees is how late it comes.
+async fn sample(shared: Arc<Shared>, pool: PgPool) {
+    for second in 1u64.. {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if second % 30 == 0 {
+            let faults: Vec<u32> = FaultKind::ALL.iter().map(|&k| shared.count(k)).collect();
+            eprintln!(
+                "wharf-chaos: {second} s: {} enqueued, {} calls finished, faults \
+                 kill/pause/terminate/restart {faults:?}",
+                shared.enqueued.load(Ordering::Relaxed),
+                shared.recorder.finished.load(Ordering::Relaxed),
+            );
+        }
+        let row = sqlx::query(
+            "SELECT count(*),
+                    count(*) FILTER (WHERE lease_expires_at < now()),
+                    COALESCE(EXTRACT(EPOCH FROM now() - min(lease_expires_at)
+                             FILTER (WHERE lease_expires_at < now())) * 1000, 0)::bigint
+               FROM wharf.action WHERE state = 'EXECUTING'",
+        )
+        .fetch_one(&pool)
+        .await;
+        if let Ok(row) = row {
+            let sample = Sample {
+                at_us: shared.clock.now_us(),
+                executing: row.get(0),
+                expired: row.get(1),
+                expired_for_ms: row.get(2),
+            };
+            shared
+                .samples
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(sample);
         }
     }
 }
@@ -845,7 +910,7 @@ async fn settle(
             }
             last = open;
         }
-        if still >= 10 {
+        if still >= 5 {
             // Everything left waits for a backoff (or a lease): make it due.
             let launch = launch.clone();
             let _ = tokio::task::spawn_blocking(move || {
