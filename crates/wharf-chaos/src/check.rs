@@ -152,6 +152,28 @@ pub enum Violation {
         /// The overlapping call's key.
         second: String,
     },
+    /// As [`Violation::LaneOverlap`], where the overlapping call is a late write of a holder
+    /// that had lost its lease: the action ended UNCERTAIN because its lease expired after
+    /// its write started, and that write went on (a process paused in the middle of a
+    /// provider call finishes the call when it resumes).
+    StaleHolderOverlap {
+        /// The lane.
+        lane: String,
+        /// The stale holder's key.
+        stale: String,
+        /// The key of the call it overlapped.
+        other: String,
+    },
+    /// As [`Violation::LaneOrder`], where the late call is a stale holder's (see
+    /// [`Violation::StaleHolderOverlap`]).
+    StaleHolderOrder {
+        /// The lane.
+        lane: String,
+        /// The action called earlier, with the higher id.
+        earlier: i64,
+        /// The stale holder's action, called later, with the lower id.
+        later: i64,
+    },
     /// A lane's calls did not come in id order.
     LaneOrder {
         /// The lane.
@@ -324,6 +346,18 @@ fn lanes(evidence: &Evidence, out: &mut Vec<Violation>) {
         .iter()
         .map(|r| (r.key.as_str(), r.id))
         .collect();
+    // Actions whose holder lost its lease after its write began: a late call of theirs is a
+    // stale holder's write.
+    let lease_lost: HashSet<&str> = evidence
+        .actions
+        .iter()
+        .filter(|r| {
+            r.state == "UNCERTAIN"
+                && (r.stop_reason.as_deref() == Some("LEASE_LOST_AFTER_WRITE")
+                    || r.error_code.as_deref() == Some("earlier_attempt_ambiguous"))
+        })
+        .map(|r| r.key.as_str())
+        .collect();
     let mut by_lane: BTreeMap<&str, Vec<&Effect>> = BTreeMap::new();
     for effect in &evidence.effects {
         by_lane.entry(effect.lane.as_str()).or_default().push(effect);
@@ -332,16 +366,31 @@ fn lanes(evidence: &Evidence, out: &mut Vec<Violation>) {
         calls.sort_by_key(|e| (e.started_us, e.ended_us));
         // The call that ends last among those seen so far: a later call must start after it.
         let mut open: Option<&Effect> = None;
-        let mut highest: Option<(i64, &str)> = None;
+        let mut highest: Option<i64> = None;
         for call in calls {
-            if let Some(previous) = open {
-                if call.started_us < previous.ended_us {
-                    out.push(Violation::LaneOverlap {
+            if let Some(previous) = open
+                && call.started_us < previous.ended_us
+            {
+                let lost = |c: &Effect| lease_lost.contains(c.key.as_str());
+                let stale = if lost(previous) {
+                    Some((previous, call))
+                } else if lost(call) {
+                    Some((call, previous))
+                } else {
+                    None
+                };
+                out.push(match stale {
+                    Some((stale, other)) => Violation::StaleHolderOverlap {
+                        lane: lane.to_owned(),
+                        stale: stale.key.clone(),
+                        other: other.key.clone(),
+                    },
+                    None => Violation::LaneOverlap {
                         lane: lane.to_owned(),
                         first: previous.key.clone(),
                         second: call.key.clone(),
-                    });
-                }
+                    },
+                });
             }
             if open.is_none_or(|p| call.ended_us > p.ended_us) {
                 open = Some(call);
@@ -350,13 +399,21 @@ fn lanes(evidence: &Evidence, out: &mut Vec<Violation>) {
                 continue; // reported as an unknown effect or a lost action
             };
             match highest {
-                Some((high, _)) if id < high => out.push(Violation::LaneOrder {
-                    lane: lane.to_owned(),
-                    earlier: high,
-                    later: id,
+                Some(high) if id < high => out.push(if lease_lost.contains(call.key.as_str()) {
+                    Violation::StaleHolderOrder {
+                        lane: lane.to_owned(),
+                        earlier: high,
+                        later: id,
+                    }
+                } else {
+                    Violation::LaneOrder {
+                        lane: lane.to_owned(),
+                        earlier: high,
+                        later: id,
+                    }
                 }),
-                Some((high, _)) if id == high => {}
-                _ => highest = Some((id, call.key.as_str())),
+                Some(high) if id == high => {}
+                _ => highest = Some(id),
             }
         }
     }
@@ -668,6 +725,27 @@ mod tests {
         e.effects[8].started_us = 13;
         e.effects[7].ended_us = 20;
         only(&e, "lane_overlap");
+    }
+
+    #[test]
+    fn a_stale_holders_late_write_is_reported_as_such() {
+        // mail-1.0000002's holder was paused in the middle of its SMTP session: its lease
+        // expired (UNCERTAIN / LEASE_LOST_AFTER_WRITE) and the lane went on, then it resumed
+        // and its message arrived during the next action's call.
+        let mut e = clean();
+        e.actions[1].stop_reason = Some("LEASE_LOST_AFTER_WRITE".into());
+        e.enqueued.push(enqueued("mail-1.0000003"));
+        e.actions.push(row(8, "mail-1.0000003", "DONE"));
+        e.effects[2].ended_us = 60;
+        e.effects.push(effect("mail-1.0000003", 50, 55, Answer::Delivered));
+        only(&e, "stale_holder_overlap");
+        // A webhook holder paused before its request: the request comes after the lane's
+        // next action, out of id order.
+        let mut e = clean();
+        e.actions[4].error_code = Some("earlier_attempt_ambiguous".into());
+        e.effects[6].started_us = 20;
+        e.effects[6].ended_us = 21;
+        only(&e, "stale_holder_order");
     }
 
     #[test]

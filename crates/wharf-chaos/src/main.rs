@@ -41,6 +41,15 @@ struct Args {
     /// Milliseconds PostgreSQL stays down in a restart: min,max.
     #[arg(long, value_delimiter = ',')]
     restart_down_ms: Vec<u64>,
+    /// Actions in flight the feeder keeps at most (overrides the preset).
+    #[arg(long)]
+    backlog_max: Option<u64>,
+    /// `[executor] poll_interval_ms_max` of every replica (overrides the preset's 500).
+    #[arg(long)]
+    poll_interval_ms_max: Option<u64>,
+    /// The executor's lease in milliseconds (overrides the preset's 8000; at least 7000).
+    #[arg(long)]
+    lease_ms: Option<u64>,
     /// The wharf binary [default: WHARF_BIN, else `wharf` beside this executable].
     #[arg(long)]
     wharf: Option<PathBuf>,
@@ -68,6 +77,16 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(v) = args.envelopes_per_producer {
         settings.envelopes_per_producer = v;
+    }
+    if let Some(v) = args.backlog_max {
+        settings.backlog_max = v;
+    }
+    if let Some(v) = args.poll_interval_ms_max {
+        settings.poll_interval_ms_max = v;
+    }
+    if let Some(v) = args.lease_ms {
+        anyhow::ensure!(v >= 7_000, "--lease-ms must be at least 7000 (the fence margin is 6 s)");
+        settings.lease_ms = v;
     }
     if !args.only.is_empty() {
         settings.kinds = args

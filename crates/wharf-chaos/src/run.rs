@@ -65,6 +65,9 @@ pub struct Settings {
     pub restart_down_ms: [u64; 2],
     /// The fault kinds to inject (all four by default).
     pub kinds: Vec<FaultKind>,
+    /// The executor's longest idle poll interval (`[executor] poll_interval_ms_max`); short by
+    /// default so a quiet replica notices work soon, 2000 is wharf's own default.
+    pub poll_interval_ms_max: u64,
 }
 
 impl Settings {
@@ -84,6 +87,7 @@ impl Settings {
             deadline_s: 170,
             restart_down_ms: [200, 1_500],
             kinds: FaultKind::ALL.to_vec(),
+            poll_interval_ms_max: 500,
         }
     }
 
@@ -103,6 +107,7 @@ impl Settings {
             deadline_s: 4 * 3_600,
             restart_down_ms: [200, 2_000],
             kinds: FaultKind::ALL.to_vec(),
+            poll_interval_ms_max: 500,
         }
     }
 }
@@ -467,7 +472,7 @@ fn config_file(settings: &Settings, http_base: &str, smtp_port: u16) -> String {
 lease_ms = {lease}
 fence_margin_ms = {margin}
 concurrency_max = 32
-poll_interval_ms_max = 500
+poll_interval_ms_max = {poll}
 shutdown_grace_ms = 2000
 
 [email]
@@ -497,6 +502,7 @@ identity_burst = 1000000
 deadline_ms = 900000
 "#,
         lease = settings.lease_ms,
+        poll = settings.poll_interval_ms_max,
     )
 }
 
