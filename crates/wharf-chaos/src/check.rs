@@ -360,7 +360,10 @@ fn lanes(evidence: &Evidence, out: &mut Vec<Violation>) {
         .collect();
     let mut by_lane: BTreeMap<&str, Vec<&Effect>> = BTreeMap::new();
     for effect in &evidence.effects {
-        by_lane.entry(effect.lane.as_str()).or_default().push(effect);
+        by_lane
+            .entry(effect.lane.as_str())
+            .or_default()
+            .push(effect);
     }
     for (lane, mut calls) in by_lane {
         calls.sort_by_key(|e| (e.started_us, e.ended_us));
@@ -693,7 +696,8 @@ mod tests {
         for state in ["DONE", "UNCERTAIN"] {
             let mut e = clean();
             e.actions[0].state = state.into();
-            e.effects.push(effect("mail-1.0000001", 50, 51, Answer::TimedOut));
+            e.effects
+                .push(effect("mail-1.0000001", 50, 51, Answer::TimedOut));
             // The second landing came after the lane's next action: an order break as well,
             // so seed it where the lane is free.
             e.effects.retain(|c| c.key != "mail-1.0000002");
@@ -705,7 +709,8 @@ mod tests {
     #[test]
     fn a_webhook_delivered_twice_and_done_is_an_unexplained_duplicate() {
         let mut e = clean();
-        e.effects.push(effect("hook-1.0000003", 17, 18, Answer::Delivered));
+        e.effects
+            .push(effect("hook-1.0000003", 17, 18, Answer::Delivered));
         only(&e, "unexplained_duplicate");
         // Deduplicating receivers explain it.
         let mut e = clean();
@@ -737,7 +742,8 @@ mod tests {
         e.enqueued.push(enqueued("mail-1.0000003"));
         e.actions.push(row(8, "mail-1.0000003", "DONE"));
         e.effects[2].ended_us = 60;
-        e.effects.push(effect("mail-1.0000003", 50, 55, Answer::Delivered));
+        e.effects
+            .push(effect("mail-1.0000003", 50, 55, Answer::Delivered));
         only(&e, "stale_holder_overlap");
         // A webhook holder paused before its request: the request comes after the lane's
         // next action, out of id order.
@@ -800,7 +806,7 @@ mod tests {
 
         // Acknowledged, then missing: the cursor cannot stand past it either.
         let mut e = clean();
-        e.identities.retain(|r| !(r.producer == "dev-2"));
+        e.identities.retain(|r| r.producer != "dev-2");
         assert_eq!(
             rules(&e),
             vec!["inbox_acknowledged_missing", "inbox_cursor"]
@@ -824,7 +830,8 @@ mod tests {
         only(&e, "inbox_cursor");
         // A cursor past a gap is as wrong as one behind.
         let mut e = clean();
-        e.identities.retain(|r| !(r.producer == "dev-1" && r.sequence == 2));
+        e.identities
+            .retain(|r| !(r.producer == "dev-1" && r.sequence == 2));
         e.sent[1].outcome = Some("refuse-replay".into());
         assert_eq!(rules(&e), vec!["inbox_cursor", "inbox_refused"]);
 

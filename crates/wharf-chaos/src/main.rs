@@ -85,7 +85,10 @@ async fn main() -> anyhow::Result<()> {
         settings.poll_interval_ms_max = v;
     }
     if let Some(v) = args.lease_ms {
-        anyhow::ensure!(v >= 7_000, "--lease-ms must be at least 7000 (the fence margin is 6 s)");
+        anyhow::ensure!(
+            v >= 7_000,
+            "--lease-ms must be at least 7000 (the fence margin is 6 s)"
+        );
         settings.lease_ms = v;
     }
     if !args.only.is_empty() {

@@ -127,7 +127,9 @@ impl Replica {
 
     /// Whether the process exited on its own (a crash the faults did not cause).
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 
     /// kill -9, reap, start again.

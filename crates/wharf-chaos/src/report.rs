@@ -220,7 +220,10 @@ fn lane_waits(outcome: &Outcome) -> ((usize, f64), BTreeMap<String, (usize, f64)
         .collect();
     let mut by_lane: HashMap<&str, Vec<&crate::sink::Effect>> = HashMap::new();
     for effect in &evidence.effects {
-        by_lane.entry(effect.lane.as_str()).or_default().push(effect);
+        by_lane
+            .entry(effect.lane.as_str())
+            .or_default()
+            .push(effect);
     }
     let mut waits = Vec::new();
     for calls in by_lane.values_mut() {
@@ -287,7 +290,8 @@ fn recoveries(outcome: &Outcome) -> Vec<Recovery> {
                 })
                 .collect();
             let from = f.at_us - 10_000_000;
-            let before = starts.partition_point(|&s| s < f.at_us) - starts.partition_point(|&s| s < from);
+            let before =
+                starts.partition_point(|&s| s < f.at_us) - starts.partition_point(|&s| s < from);
             Recovery {
                 first_call_ms,
                 calls_per_s,
@@ -386,7 +390,12 @@ pub fn markdown(summary: &Summary) -> String {
             .filter_map(|r| r.first_call_ms)
             .collect();
         let n = summary.recoveries.len() as f64;
-        let before: f64 = summary.recoveries.iter().map(|r| r.before_per_s).sum::<f64>() / n;
+        let before: f64 = summary
+            .recoveries
+            .iter()
+            .map(|r| r.before_per_s)
+            .sum::<f64>()
+            / n;
         let down = median(summary.recoveries.iter().map(|r| r.down_ms).collect());
         let _ = writeln!(
             out,

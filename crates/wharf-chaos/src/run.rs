@@ -796,9 +796,9 @@ async fn feed(
             };
             match attempt.await {
                 Ok(_) => break,
-                Err(e) if e.downcast_ref::<wharf::outbox::Error>().is_some_and(|e| {
-                    matches!(e, wharf::outbox::Error::Invalid { .. })
-                }) =>
+                Err(e)
+                    if e.downcast_ref::<wharf::outbox::Error>()
+                        .is_some_and(|e| matches!(e, wharf::outbox::Error::Invalid { .. })) =>
                 {
                     bail!("the harness built an invalid request: {e:#}")
                 }
