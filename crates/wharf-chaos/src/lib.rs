@@ -6,7 +6,7 @@
 //! send shuffled streams with retries; then checks the sinks' logs and the database
 //! ([`check`]).
 //!
-//! `cargo test -p wharf-chaos` runs [`run::Settings::small`] (about a minute);
+//! `cargo test -p wharf-chaos` runs [`run::Settings::small`] (30–40 s);
 //! `cargo run --release -p wharf-chaos -- --big` the run RELIABILITY.md reports.
 //!
 //! Must not know: wharf's internals beyond its public library (enqueue, inbox

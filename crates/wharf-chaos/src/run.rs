@@ -71,7 +71,7 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// A run of about a minute: enough of each fault to exercise every path once or twice.
+    /// A run of 30–40 s: enough of each fault to exercise every path once or twice.
     pub fn small() -> Settings {
         Settings {
             actions: 1_500,
