@@ -372,6 +372,9 @@ pub struct Cluster {
     holder: Option<PathBuf>,
     /// The cluster directory (where `lock` and `holders/` live).
     dir: PathBuf,
+    /// The `-o` options the server was started with (port, sockets, settings), so a crash
+    /// restart brings it back exactly as it was.
+    server_options: OsString,
 }
 
 /// How a [`Cluster`] value came to its server.
@@ -493,6 +496,7 @@ impl Cluster {
                 joined,
                 holder: Some(holder),
                 dir,
+                server_options: OsString::new(),
             });
         }
 
@@ -517,6 +521,7 @@ impl Cluster {
                         joined: Joined::Started,
                         holder: Some(holder),
                         dir: dir.clone(),
+                        server_options: server_options(&socket_dir, port, options),
                     };
                     if options.ephemeral {
                         cluster.spawn_watchdog(&dir)?;
@@ -575,6 +580,40 @@ impl Cluster {
             return Ok(());
         }
         pg_ctl_stop(&self.binaries, &self.run_as, &self.data_dir)
+    }
+
+    /// Crashes the server (`pg_ctl stop -m immediate`: every backend is killed, no checkpoint,
+    /// crash recovery at the next start), waits `down`, and starts it again on the same port
+    /// with the same settings. For fault injection; only for a server this value started and
+    /// has not left.
+    pub fn crash_restart(&self, down: std::time::Duration) -> Result<(), Error> {
+        if !self.started_here || self.holder.is_none() {
+            return Err(Error::Program {
+                program: "pg_ctl restart".into(),
+                status: "not run".into(),
+                output: "only a server this process started can be restarted".into(),
+            });
+        }
+        let mut stop = self.run_as.command(&self.binaries.program("pg_ctl"));
+        stop.arg("stop")
+            .arg("-D")
+            .arg(&self.data_dir)
+            .args(["-m", "immediate", "-w", "-t"])
+            .arg(PG_CTL_WAIT_SECONDS.to_string());
+        run(stop, "pg_ctl stop")?;
+        std::thread::sleep(down);
+        let mut start = self.run_as.command(&self.binaries.program("pg_ctl"));
+        start
+            .arg("start")
+            .arg("-D")
+            .arg(&self.data_dir)
+            .arg("-l")
+            .arg(self.data_dir.join("wharf-server.log"))
+            .args(["-w", "-t"])
+            .arg(PG_CTL_WAIT_SECONDS.to_string())
+            .arg("-o")
+            .arg(&self.server_options);
+        run(start, "pg_ctl start")
     }
 
     /// A detached process that stops the server and removes `dir` once this process is gone,
@@ -992,6 +1031,15 @@ fn running_port(binaries: &Binaries, run_as: &RunAs, data_dir: &Path) -> Option<
     pidfile.lines().nth(3)?.trim().parse().ok()
 }
 
+/// The server's command-line options: where it listens and every `-c` setting.
+fn server_options(socket_dir: &Path, port: u16, options: &Options) -> OsString {
+    let mut server_options = format!("-p {port} -h 127.0.0.1 -k {}", quote(socket_dir));
+    for (name, value) in &options.settings {
+        let _ = write!(server_options, " -c {name}={value}");
+    }
+    OsString::from(server_options)
+}
+
 fn start_server(
     binaries: &Binaries,
     run_as: &RunAs,
@@ -1000,10 +1048,6 @@ fn start_server(
     port: u16,
     options: &Options,
 ) -> Result<(), Error> {
-    let mut server_options = format!("-p {port} -h 127.0.0.1 -k {}", quote(socket_dir));
-    for (name, value) in &options.settings {
-        let _ = write!(server_options, " -c {name}={value}");
-    }
     let mut cmd = run_as.command(&binaries.program("pg_ctl"));
     cmd.arg("start")
         .arg("-D")
@@ -1013,7 +1057,7 @@ fn start_server(
         .args(["-w", "-t"])
         .arg(PG_CTL_WAIT_SECONDS.to_string())
         .arg("-o")
-        .arg(OsString::from(server_options));
+        .arg(server_options(socket_dir, port, options));
     run(cmd, "pg_ctl start").map_err(|e| match e {
         Error::Program {
             program,

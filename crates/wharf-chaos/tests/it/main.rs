@@ -1,0 +1,3 @@
+//! wharf-chaos integration tests: one integration-test binary, modules below.
+
+mod small;

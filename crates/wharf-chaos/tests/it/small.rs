@@ -1,0 +1,55 @@
+//! The small chaos run in `cargo test`: real `wharf work` ×3 and `wharf serve` (the binary
+//! `cargo test` built beside this test), every fault kind a few times, and the checker finds
+//! nothing. The checker itself is tested against seeded violations in `src/check.rs`.
+
+use wharf_chaos::run::{FaultKind, Settings};
+
+/// Violations of a defect this suite found that is still open (RELIABILITY.md, finding 1): a
+/// replica paused in the middle of a provider call finishes the call when it resumes, after
+/// its lease passed to another. Reported by every run; tolerated here only so that this test
+/// guards everything else until the fix lands. Remove the entries with the fix.
+const KNOWN_OPEN: &[&str] = &["stale_holder_overlap", "stale_holder_order"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_run_under_every_fault_breaks_no_promise() {
+    let wharf = wharf_chaos::procs::locate_wharf().expect("the wharf binary");
+    let settings = Settings::small();
+    let outcome = wharf_chaos::run::run(settings.clone(), wharf, None)
+        .await
+        .expect("the run completes");
+    let summary = wharf_chaos::report::summarize(&outcome);
+    let text = wharf_chaos::report::markdown(&summary);
+    let broken: Vec<_> = outcome
+        .violations
+        .iter()
+        .filter(|v| {
+            let rule = serde_json::to_value(v).unwrap()["rule"].clone();
+            !KNOWN_OPEN.iter().any(|k| rule == *k)
+        })
+        .collect();
+    assert!(
+        broken.is_empty(),
+        "{text}\n{:#?}",
+        &broken[..broken.len().min(20)]
+    );
+    // The run did what it says: every action, every envelope, every fault kind.
+    assert_eq!(summary.actions as u64, settings.actions, "{text}");
+    assert_eq!(
+        summary.envelopes as u64,
+        settings.envelopes_per_producer * u64::from(settings.producers),
+        "{text}"
+    );
+    for kind in FaultKind::ALL {
+        let name = wharf_chaos::report::kind_name(kind);
+        let count = summary.faults.get(name).copied().unwrap_or(0);
+        assert!(
+            count >= settings.faults_per_kind as usize,
+            "{name}: {count}\n{text}"
+        );
+    }
+    assert!(
+        outcome.provider_faults.values().sum::<u64>() > 0,
+        "no provider fault was answered\n{text}"
+    );
+    assert!(outcome.unexpected_exits.is_empty(), "{text}");
+}
