@@ -8,8 +8,9 @@
 //!
 //! One writer task per [`super::Inbox`], started on first use. It takes the first waiting job,
 //! then every job already waiting, up to [`GROUP_ENVELOPES_MAX`] envelopes, and commits them in
-//! one transaction; it never waits for more, so a lone request is not delayed, and under load
-//! the requests that arrived during one commit form the next group. Each request is answered
+//! one transaction, with at most [`GROUPS_IN_FLIGHT`] groups committing at once; it never waits
+//! for more, so a lone request is not delayed, and under load the requests that arrived during
+//! one commit form the next group. Each request is answered
 //! only after the commit that holds its identities, payloads, cursor move and audit.
 //!
 //! In the transaction: every stream of the group is locked in stream id order (creating the
@@ -48,6 +49,10 @@ use crate::store::inbox::{
 /// Envelopes one group commit takes at most (a batch request larger than this is a group of
 /// its own). Bounds the transaction, the statements' arrays and the time a lock is held.
 pub const GROUP_ENVELOPES_MAX: usize = 1_000;
+/// Groups committing at once. Two, so one group is being decided and written while the other
+/// waits for its COMMIT to be flushed; their streams are locked in one order (stream id), so
+/// they cannot deadlock, and two groups that share a stream are serialised by its lock.
+pub const GROUPS_IN_FLIGHT: usize = 2;
 /// Requests waiting for the writer at most; a sender past it waits for room.
 const QUEUE_JOBS_MAX: usize = 4_096;
 
@@ -124,9 +129,18 @@ impl Writer {
     }
 }
 
-/// The writer task: one group at a time, until every handle is dropped.
+/// The writer task: takes groups while fewer than [`GROUPS_IN_FLIGHT`] are committing, until
+/// every handle is dropped.
 async fn run(mut queue: mpsc::Receiver<(Job, Reply)>, pool: PgPool, counters: Arc<Counters>) {
-    while let Some(first) = queue.recv().await {
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(GROUPS_IN_FLIGHT));
+    loop {
+        // Waiting for a permit first lets the queue fill while every group is busy.
+        let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
+            return;
+        };
+        let Some(first) = queue.recv().await else {
+            return;
+        };
         let mut envelopes = first.0.envelopes();
         let mut group = vec![first];
         while envelopes < GROUP_ENVELOPES_MAX {
@@ -138,12 +152,16 @@ async fn run(mut queue: mpsc::Receiver<(Job, Reply)>, pool: PgPool, counters: Ar
                 Err(_) => break,
             }
         }
-        let (jobs, replies): (Vec<Job>, Vec<Reply>) = group.into_iter().unzip();
-        let answers = commit_group(&pool, &counters, &jobs).await;
-        for (reply, answer) in replies.into_iter().zip(answers) {
-            // A request that gave up (its client went away) is committed all the same.
-            let _ = reply.send(answer);
-        }
+        let (pool, counters) = (pool.clone(), Arc::clone(&counters));
+        tokio::spawn(async move {
+            let (jobs, replies): (Vec<Job>, Vec<Reply>) = group.into_iter().unzip();
+            let answers = commit_group(&pool, &counters, &jobs).await;
+            for (reply, answer) in replies.into_iter().zip(answers) {
+                // A request that gave up (its client went away) is committed all the same.
+                let _ = reply.send(answer);
+            }
+            drop(permit);
+        });
     }
 }
 

@@ -109,7 +109,7 @@ pub use credentials::{
     issue_credential, list_credentials, list_tenants, revoke_credential,
 };
 pub use error::InboxError;
-pub use group::GROUP_ENVELOPES_MAX;
+pub use group::{GROUP_ENVELOPES_MAX, GROUPS_IN_FLIGHT};
 pub use keys::{
     GeneratedKey, KEY_REPLAY_WINDOW_DEFAULT_S, KeyInfo, KeyUse, add_key, generate_key,
     key_from_base64, key_to_base64, key_usable, list_keys, retire_key, revoke_key,

@@ -93,20 +93,23 @@ async fn concurrent_singles_of_many_streams_are_each_acknowledged_after_their_co
     );
 }
 
-/// Holds the fixture's stream locked from another connection until `release` is sent, so the
-/// writer's current group waits and everything sent meanwhile forms the next group.
+/// Holds a device's stream locked from another connection until `release` is sent, so a
+/// group that needs it waits.
 async fn hold_stream(
     fx: &Fx,
+    device: &str,
 ) -> (
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
 ) {
     let pool = fx.pool().clone();
+    let device = device.to_owned();
     let (locked_tx, locked) = tokio::sync::oneshot::channel();
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let mut tx = pool.begin().await.unwrap();
-        sqlx::query("SELECT 1 FROM wharf.inbox_streams WHERE producer_id = 'laptop-1' FOR UPDATE")
+        sqlx::query("SELECT 1 FROM wharf.inbox_streams WHERE producer_id = $1 FOR UPDATE")
+            .bind(&device)
             .execute(&mut *tx)
             .await
             .unwrap();
@@ -134,8 +137,20 @@ async fn wait_for_lookups(fx: &Fx, n: u64, from: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failed_group_commits_nothing_and_fails_only_the_request_that_broke_it() {
     let fx = Fx::new().await;
-    // The fixture's stream exists, so it can be held locked.
+    // Two streams that exist, so they can be held locked: every group the writer may have in
+    // flight waits on one of them, and what is sent meanwhile queues up as one group.
     assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+    let held_token = producer(&fx, "held").await;
+    assert!(
+        send_as(&fx.inbox, &held_token, &body_of(&fx, 50, 1))
+            .await
+            .is_acknowledged()
+    );
+    assert_eq!(
+        inbox::GROUPS_IN_FLIGHT,
+        2,
+        "one held stream per group in flight"
+    );
     // A fault only one envelope meets: its identity insert fails, so the statement that writes
     // the whole group fails, before COMMIT.
     sqlx::raw_sql(
@@ -163,14 +178,23 @@ async fn a_failed_group_commits_nothing_and_fails_only_the_request_that_broke_it
     let poison_body = fx.signed(&poisoned);
     let poison_token = producer(&fx, "poisoned").await;
 
-    let (release, holder) = hold_stream(&fx).await;
+    let (release, holder) = hold_stream(&fx, "laptop-1").await;
+    let (release_held, holder_held) = hold_stream(&fx, "held").await;
     let lookups = fx.inbox.counters().key_lookups;
-    // The first group: the fixture's stream, waiting on the held lock.
+    // The groups in flight: the fixture's stream and the held one, each waiting on its lock.
     let first = {
         let (inbox, token, body) = (Arc::clone(&fx.inbox), fx.token.clone(), fx.body(2));
         tokio::spawn(async move { send_as(&inbox, &token, &body).await })
     };
-    wait_for_lookups(&fx, 1, lookups).await;
+    let second = {
+        let (inbox, token, body) = (
+            Arc::clone(&fx.inbox),
+            held_token.clone(),
+            body_of(&fx, 50, 2),
+        );
+        tokio::spawn(async move { send_as(&inbox, &token, &body).await })
+    };
+    wait_for_lookups(&fx, 2, lookups).await;
     let before = fx.inbox.counters();
     let before_counts = fx.counts().await;
     // The next group: three good requests and the poisoned one.
@@ -195,10 +219,17 @@ async fn a_failed_group_commits_nothing_and_fails_only_the_request_that_broke_it
     };
     wait_for_lookups(&fx, 4, before.key_lookups).await;
     release.send(()).unwrap();
+    release_held.send(()).unwrap();
     holder.await.unwrap();
+    holder_held.await.unwrap();
 
-    let first = first.await.unwrap();
-    assert_eq!(first.status, Status::Outcome(Outcome::AcceptDelayed));
+    for task in [first, second] {
+        let answer = task.await.unwrap();
+        assert_eq!(
+            (answer.status, answer.acknowledged_sequence),
+            (Status::Outcome(Outcome::AcceptDelayed), Some(2))
+        );
+    }
     for task in next {
         let answer = task.await.unwrap();
         assert_eq!(
@@ -218,12 +249,12 @@ async fn a_failed_group_commits_nothing_and_fails_only_the_request_that_broke_it
         1 + 4,
         "the failed group, then each request alone"
     );
-    // The first request and the three good ones accepted, each once, with one audit row each;
-    // the poisoned one left nothing.
+    // The two held requests and the three good ones accepted, each once, with one audit row
+    // each; the poisoned one left nothing.
     let after = fx.counts().await;
-    assert_eq!(after.identities, before_counts.identities + 4);
-    assert_eq!(after.payloads, before_counts.payloads + 4);
-    assert_eq!(after.audit, before_counts.audit + 4);
+    assert_eq!(after.identities, before_counts.identities + 5);
+    assert_eq!(after.payloads, before_counts.payloads + 5);
+    assert_eq!(after.audit, before_counts.audit + 5);
 
     // Retries are safe: the fault gone, the poisoned envelope is accepted once, and a retry of
     // a committed one is a duplicate.
@@ -239,8 +270,8 @@ async fn a_failed_group_commits_nothing_and_fails_only_the_request_that_broke_it
     let again = send_as(&fx.inbox, &others[0], &body_of(&fx, 0, 1)).await;
     assert_eq!(again.status, Status::Outcome(Outcome::IgnoreDuplicate));
     let end = fx.counts().await;
-    assert_eq!(end.identities, before_counts.identities + 5);
-    assert_eq!(end.audit, before_counts.audit + 6);
+    assert_eq!(end.identities, before_counts.identities + 6);
+    assert_eq!(end.audit, before_counts.audit + 7);
 }
 
 #[tokio::test]
