@@ -1,15 +1,17 @@
 -- SPEC §3.4 step 8 for a group commit in one round trip: the permanent identities, their
 -- expiring payloads, the cursors and the redacted audit of every decision of every request in
--- the group, written together under the locks of group_lock.sql (ingest_commit.sql, with the
--- stream and the audit scope per row instead of per statement).
+-- the group, written together under the locks of group_lock.sql. Arrays carry one element per
+-- accepted envelope, per moved cursor or per decision, so the cost is one statement whatever the
+-- group's size.
 -- Identities: $1 stream, $2 event id, $3 idempotency key, $4 sequence (text), $5 content
 -- digest, $6 event type, $7 key id, $8 outcome, $9 correlation id, $10 occurred_at,
 -- $11 payload (canonical JSON text); cursors: $12 stream, $13 new cursor (text); audit rows:
 -- $14 tenant, $15 project, $16 actor account, $17 actor device, $18 producer kind,
 -- $19 producer id, $20 event id SHA-256 hex, $21 sequence (text), $22 outcome, $23 reason,
 -- $24 correlation id.
--- Identity ids are drawn up front (a materialised CTE, so once per row), as in
--- ingest_commit.sql, so each payload row knows its identity without a join back.
+-- Identity ids are drawn from the identity column's sequence up front (the CTE is materialised,
+-- so once per row), so each payload row knows its identity without joining the inserted rows
+-- back to the input — a join whose generic plan was a nested loop over both sides.
 WITH incoming AS MATERIALIZED (
     SELECT nextval(pg_get_serial_sequence('wharf.inbox_identities', 'identity_id'))
                AS identity_id,

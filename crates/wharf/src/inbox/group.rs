@@ -10,7 +10,8 @@
 //! then every job already waiting, up to [`GROUP_ENVELOPES_MAX`] envelopes, and commits them in
 //! one transaction, with at most [`GROUPS_IN_FLIGHT`] groups committing at once; it never waits
 //! for more, so a lone request is not delayed, and under load the requests that arrived during
-//! one commit form the next group. Each request is answered
+//! one commit form the next group. A request that finds nothing waiting and a group free commits
+//! alone on its own task. Each request is answered
 //! only after the commit that holds its identities, payloads, cursor move and audit.
 //!
 //! In the transaction: every stream of the group is locked in stream id order (creating the
@@ -33,7 +34,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
 use sqlx::PgPool;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use wharf_core::inbox::{self as rules, Incoming, Outcome, Refusal, StreamState, advance_cursor};
 
 use super::ingest::{Decided, Done, Item, Known, Retained};
@@ -100,6 +101,8 @@ type Reply = oneshot::Sender<Result<Answered, CommitError>>;
 #[derive(Debug)]
 pub(super) struct Writer {
     queue: OnceLock<mpsc::Sender<(Job, Reply)>>,
+    /// One permit per group committing, in the writer task or inline.
+    in_flight: Arc<Semaphore>,
     pool: PgPool,
     counters: Arc<Counters>,
 }
@@ -108,31 +111,58 @@ impl Writer {
     pub(super) fn new(pool: PgPool, counters: Arc<Counters>) -> Writer {
         Writer {
             queue: OnceLock::new(),
+            in_flight: Arc::new(Semaphore::new(GROUPS_IN_FLIGHT)),
             pool,
             counters,
         }
     }
 
     /// Decides and commits `job` in the next group; answers after its commit.
+    ///
+    /// When nothing waits and a group may start, the job is its own group, committed on the
+    /// caller's task: a lone producer pays no hand-off between tasks. Dropping the caller's
+    /// future then drops (rolls back) only its own transaction, and its client is gone anyway.
     pub(super) async fn submit(&self, job: Job) -> Result<Answered, CommitError> {
         let queue = self.queue.get_or_init(|| {
             let (send, receive) = mpsc::channel(QUEUE_JOBS_MAX);
-            tokio::spawn(run(receive, self.pool.clone(), Arc::clone(&self.counters)));
+            tokio::spawn(run(
+                receive,
+                Arc::clone(&self.in_flight),
+                self.pool.clone(),
+                Arc::clone(&self.counters),
+            ));
             send
         });
+        if queue.capacity() == queue.max_capacity() {
+            if let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned() {
+                let mut answers =
+                    commit_group(&self.pool, &self.counters, std::slice::from_ref(&job)).await;
+                drop(permit);
+                return answers.remove(0);
+            }
+        }
         let (reply, answer) = oneshot::channel();
-        // The writer ends only when every handle is gone, or its runtime is; either way nothing
-        // of this job was sent to the database.
-        let stopped = || CommitError::before_commit(sqlx::Error::PoolClosed);
-        queue.send((job, reply)).await.map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+        // The writer ends only when every handle is gone, or its runtime is: not sent means
+        // nothing of this job reached the database; no answer means the writer stopped while
+        // it may have been committing.
+        queue
+            .send((job, reply))
+            .await
+            .map_err(|_| CommitError::before_commit(sqlx::Error::PoolClosed))?;
+        answer
+            .await
+            .map_err(|_| CommitError::OutcomeUnknown(sqlx::Error::PoolClosed))?
     }
 }
 
 /// The writer task: takes groups while fewer than [`GROUPS_IN_FLIGHT`] are committing, until
 /// every handle is dropped.
-async fn run(mut queue: mpsc::Receiver<(Job, Reply)>, pool: PgPool, counters: Arc<Counters>) {
-    let in_flight = Arc::new(tokio::sync::Semaphore::new(GROUPS_IN_FLIGHT));
+async fn run(
+    mut queue: mpsc::Receiver<(Job, Reply)>,
+    in_flight: Arc<Semaphore>,
+    pool: PgPool,
+    counters: Arc<Counters>,
+) {
     loop {
         // Waiting for a permit first lets the queue fill while every group is busy.
         let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {

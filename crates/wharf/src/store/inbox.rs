@@ -150,7 +150,7 @@ pub struct IdentityRow {
     pub correlation_id: String,
 }
 
-/// Columns of accepted envelopes, one element per envelope (see `ingest_commit.sql`).
+/// Columns of accepted envelopes, one element per envelope (see `group_commit.sql`).
 #[derive(Debug, Default, Clone)]
 pub struct IdentityBatch {
     /// Event ids.
@@ -476,21 +476,6 @@ pub async fn stream_lock<'e>(
     .transpose()
 }
 
-/// `stream_insert.sql`: creates the stream when missing.
-pub async fn stream_insert<'e>(
-    ex: impl PgExecutor<'e>,
-    key: StreamKey<'_>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(include_str!("../../sql/inbox/stream_insert.sql"))
-        .bind(key.tenant_id)
-        .bind(key.project_id)
-        .bind(key.producer_kind)
-        .bind(key.producer_id)
-        .execute(ex)
-        .await?;
-    Ok(())
-}
-
 /// `stream_ahead.sql`: retained sequences in `cursor+1 ..= cursor+rows_max`, ascending.
 pub async fn stream_ahead<'e>(
     ex: impl PgExecutor<'e>,
@@ -569,58 +554,7 @@ pub async fn stream_list<'e>(
         .collect()
 }
 
-/// What `stream_context.sql` read for a locked stream.
-#[derive(Debug, Default, Clone)]
-pub struct StreamContext {
-    /// Retained identities sharing an event id, key or sequence with an incoming envelope.
-    pub matching: Vec<IdentityRow>,
-    /// Retained sequences just beyond the cursor, ascending.
-    pub ahead: Vec<u64>,
-}
-
-/// `stream_context.sql`: matching identities and the sequences just beyond `cursor`.
-pub async fn stream_context<'e>(
-    ex: impl PgExecutor<'e>,
-    stream_id: i64,
-    event_ids: &[&str],
-    idempotency_keys: &[&str],
-    sequences: &[u64],
-    cursor: u64,
-    ahead_rows_max: i64,
-) -> Result<StreamContext, sqlx::Error> {
-    let sequences: Vec<String> = sequences.iter().map(u64::to_string).collect();
-    let rows = sqlx::query(include_str!("../../sql/inbox/stream_context.sql"))
-        .bind(stream_id)
-        .bind(event_ids)
-        .bind(idempotency_keys)
-        .bind(&sequences)
-        .bind(cursor.to_string())
-        .bind(ahead_rows_max)
-        .fetch_all(ex)
-        .await?;
-    let mut context = StreamContext::default();
-    for r in rows {
-        let kind: &str = r.try_get(0)?;
-        let sequence = seq(r.try_get(3)?)?;
-        if kind == "ahead" {
-            context.ahead.push(sequence);
-            continue;
-        }
-        context.matching.push(IdentityRow {
-            event_id: r.try_get(1)?,
-            idempotency_key: r.try_get(2)?,
-            producer_sequence: sequence,
-            content_sha256: r.try_get(4)?,
-            outcome: r.try_get(5)?,
-            correlation_id: r.try_get(6)?,
-        });
-    }
-    // UNION ALL does not keep the subquery's order.
-    context.ahead.sort_unstable();
-    Ok(context)
-}
-
-/// Rows `ingest_commit.sql` wrote.
+/// Rows `group_commit.sql` wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Committed {
     /// Identities.
@@ -629,59 +563,6 @@ pub struct Committed {
     pub payloads: i64,
     /// Audit rows.
     pub audited: i64,
-}
-
-/// `ingest_commit.sql`: identities, payloads, the cursor and the audit in one statement.
-pub async fn ingest_commit<'e>(
-    ex: impl PgExecutor<'e>,
-    stream_id: i64,
-    accepted: &IdentityBatch,
-    acknowledged_sequence: u64,
-    scope: AuditScope<'_>,
-    audit: &AuditBatch,
-) -> Result<Committed, sqlx::Error> {
-    let sequences: Vec<String> = accepted
-        .producer_sequence
-        .iter()
-        .map(u64::to_string)
-        .collect();
-    let audit_sequences: Vec<Option<String>> = audit
-        .producer_sequence
-        .iter()
-        .map(|s| s.map(|s| s.to_string()))
-        .collect();
-    let (identities, payloads, audited): (i64, i64, i64) =
-        sqlx::query_as(include_str!("../../sql/inbox/ingest_commit.sql"))
-            .bind(stream_id)
-            .bind(&accepted.event_id)
-            .bind(&accepted.idempotency_key)
-            .bind(&sequences)
-            .bind(&accepted.content_sha256)
-            .bind(&accepted.event_type)
-            .bind(&accepted.key_id)
-            .bind(&accepted.outcome)
-            .bind(&accepted.correlation_id)
-            .bind(&accepted.occurred_at)
-            .bind(&accepted.payload)
-            .bind(acknowledged_sequence.to_string())
-            .bind(scope.tenant_id)
-            .bind(scope.project_id)
-            .bind(scope.actor_account)
-            .bind(scope.actor_device)
-            .bind(scope.producer_kind)
-            .bind(scope.producer_id)
-            .bind(&audit.event_id_sha256)
-            .bind(&audit_sequences)
-            .bind(&audit.outcome)
-            .bind(&audit.reason)
-            .bind(&audit.correlation_id)
-            .fetch_one(ex)
-            .await?;
-    Ok(Committed {
-        identities,
-        payloads,
-        audited,
-    })
 }
 
 /// `audit_insert.sql`: appends ingest audit rows when `credential_id` is still live; returns
