@@ -133,13 +133,13 @@ impl Writer {
             ));
             send
         });
-        if queue.capacity() == queue.max_capacity() {
-            if let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned() {
-                let mut answers =
-                    commit_group(&self.pool, &self.counters, std::slice::from_ref(&job)).await;
-                drop(permit);
-                return answers.remove(0);
-            }
+        if queue.capacity() == queue.max_capacity()
+            && let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned()
+        {
+            let mut answers =
+                commit_group(&self.pool, &self.counters, std::slice::from_ref(&job)).await;
+            drop(permit);
+            return answers.remove(0);
         }
         let (reply, answer) = oneshot::channel();
         // The writer ends only when every handle is gone, or its runtime is: not sent means
