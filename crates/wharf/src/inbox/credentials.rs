@@ -227,10 +227,24 @@ pub async fn authenticate(
     pool: &PgPool,
     token: &str,
 ) -> Result<Option<VerifiedIdentity>, sqlx::Error> {
-    let Some(bytes) = parse_token(token) else {
+    let Some(hash) = token_digest(token) else {
         return Ok(None);
     };
-    let hash = token_hash(&bytes);
+    Ok(authenticate_digest(pool, &hash)
+        .await?
+        .map(|(_, identity)| identity))
+}
+
+/// SHA-256 of a well-formed token's bytes (what is stored), or `None` for a malformed token.
+pub(crate) fn token_digest(token: &str) -> Option<[u8; 32]> {
+    parse_token(token).map(|bytes| token_hash(&bytes))
+}
+
+/// [`authenticate`] from the token's digest, with the credential's id.
+pub(crate) async fn authenticate_digest(
+    pool: &PgPool,
+    hash: &[u8; 32],
+) -> Result<Option<(i64, VerifiedIdentity)>, sqlx::Error> {
     let candidates = store::credential_by_lookup(pool, &hash[..LOOKUP_BYTES]).await?;
     let mut found = None;
     // Every candidate is compared, matched or not, so the time spent does not depend on where
@@ -238,11 +252,14 @@ pub async fn authenticate(
     for row in candidates {
         let equal: bool = row.token_sha256.as_slice().ct_eq(&hash[..]).into();
         if equal && !row.revoked {
-            found = Some(VerifiedIdentity {
-                tenant: row.tenant_id,
-                account: row.account_id,
-                device: row.device_id,
-            });
+            found = Some((
+                row.credential_id,
+                VerifiedIdentity {
+                    tenant: row.tenant_id,
+                    account: row.account_id,
+                    device: row.device_id,
+                },
+            ));
         }
     }
     Ok(found)

@@ -13,37 +13,35 @@
 //! schema validation, digests) on blocking threads, split across the machine's cores, before it
 //! takes the stream lock.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use ed25519_dalek::VerifyingKey;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use wharf_core::envelope::{Envelope, is_identity};
-use wharf_core::inbox::{
-    self as rules, Decision, Found, Incoming, Outcome, Refusal, StreamState, advance_cursor,
-};
+use wharf_core::inbox::{self as rules, Decision, Found, Outcome, Refusal};
 use wharf_core::schema::Catalog;
 
 use super::decode::{self, Decoded, VerifiedRoute};
+use super::group::{Answered, Job};
 use super::keys::{KeyUse, key_usable};
 use super::limiter::{Denied, retry_after_s};
 use super::response::{BatchResponse, ItemResponse, Original, Response, Status};
-use super::streams::{CURSOR_WALK_ROWS_MAX, walk_cursor};
 use super::{
     IdentityKey, Inbox, Route, SYNC_INGEST_PURPOSE, VerifiedIdentity, bump, new_correlation_id,
 };
-use crate::store::inbox::{
-    self as store, AuditBatch, AuditScope, IdentityBatch, StreamKey, VerifyKeyRow,
-};
+use crate::commit::CommitError;
+use crate::store::inbox::{self as store, AuditBatch, AuditScope, VerifyKeyRow};
 
 /// Batches at least this long do their CPU work on blocking threads. Below it the hand-off costs
 /// more than it saves, and a single envelope (~0.1 ms of work) stays on the async thread.
 const BLOCKING_ENVELOPES_MIN: usize = 16;
 
 /// One envelope's way through the pipeline.
-enum Item {
+pub(super) enum Item {
     /// Decoded and routed; waiting for its key.
     Decoded(Box<Decoded>),
     /// Verified and valid; waiting for the stream decision.
@@ -52,18 +50,32 @@ enum Item {
     Done(Done),
 }
 
-struct Candidate {
-    envelope: Envelope,
-    digest: [u8; 32],
-    payload_text: String,
+pub(super) struct Candidate {
+    pub envelope: Envelope,
+    pub digest: [u8; 32],
+    pub payload_text: String,
+    /// The public key it verified with, so the commit can tell the key was not replaced.
+    pub public_key: [u8; 32],
 }
 
 /// A finished item.
-struct Done {
-    decision: Decision,
-    event_id: Option<String>,
-    sequence: Option<u64>,
-    original: Option<Original>,
+#[derive(Clone)]
+pub(super) struct Done {
+    pub decision: Decision,
+    pub event_id: Option<String>,
+    pub sequence: Option<u64>,
+    pub original: Option<Original>,
+}
+
+impl Done {
+    pub(super) fn refused(refusal: Refusal, envelope: &Envelope) -> Done {
+        Done {
+            decision: refusal.decision(),
+            event_id: Some(envelope.event_id.clone()),
+            sequence: Some(envelope.producer_sequence),
+            original: None,
+        }
+    }
 }
 
 impl Item {
@@ -201,6 +213,7 @@ fn verify_and_validate(
         envelope: decoded.envelope,
         digest,
         payload_text,
+        public_key: verifying.to_bytes(),
     }))
 }
 
@@ -240,22 +253,22 @@ where
 }
 
 /// What the stream answered, for every item.
-struct Decided {
-    items: Vec<Item>,
-    acknowledged_sequence: u64,
+pub(super) struct Decided {
+    pub items: Vec<Item>,
+    pub acknowledged_sequence: u64,
 }
 
 /// A retained identity known to this request: from the database or accepted earlier in it.
-struct Known {
-    sequence: u64,
-    digest: [u8; 32],
-    outcome: Outcome,
-    correlation_id: String,
+pub(super) struct Known {
+    pub sequence: u64,
+    pub digest: [u8; 32],
+    pub outcome: Outcome,
+    pub correlation_id: String,
 }
 
-/// The retained identities one request compares against, indexed three ways.
+/// The retained identities one stream's decisions compare against, indexed three ways.
 #[derive(Default)]
-struct Retained {
+pub(super) struct Retained {
     known: Vec<Known>,
     by_event_id: HashMap<String, usize>,
     by_key: HashMap<String, usize>,
@@ -263,7 +276,7 @@ struct Retained {
 }
 
 impl Retained {
-    fn remember(&mut self, event_id: String, idempotency_key: String, k: Known) {
+    pub(super) fn remember(&mut self, event_id: String, idempotency_key: String, k: Known) {
         let index = self.known.len();
         self.by_event_id.insert(event_id, index);
         self.by_key.insert(idempotency_key, index);
@@ -276,7 +289,7 @@ impl Retained {
     }
 
     /// What the decision needs to know about `e`'s three identities.
-    fn found(&self, e: &Envelope) -> Found {
+    pub(super) fn found(&self, e: &Envelope) -> Found {
         let retained = |k: &Known| rules::Retained {
             content_digest: k.digest,
             producer_sequence: k.sequence,
@@ -291,7 +304,7 @@ impl Retained {
     }
 
     /// The acceptance a duplicate of `e` repeats (same content ⇒ same event id).
-    fn original(&self, e: &Envelope) -> Option<Original> {
+    pub(super) fn original(&self, e: &Envelope) -> Option<Original> {
         self.get(self.by_event_id.get(&e.event_id))
             .or_else(|| self.get(self.by_key.get(&e.idempotency_key)))
             .map(|k| Original {
@@ -329,16 +342,23 @@ impl Inbox {
                 &correlation_id,
             )
             .await
-            .and_then(|identity| self.limit_identity(identity, 1, &correlation_id))
-        {
-            Ok(identity) => identity,
+            .and_then(|(credential_id, identity)| {
+                self.limit_identity(identity, 1, &correlation_id)
+                    .map(|identity| (credential_id, identity))
+            }) {
+            Ok(admitted) => admitted,
             Err(answer) => return answer,
         };
         match self
-            .decide_all(&identity, &route, vec![body.to_vec()], &correlation_id)
+            .decide_all(identity, route, vec![body.to_vec()], &correlation_id)
             .await
         {
-            Ok(decided) => {
+            Ok(Answered::Unauthenticated) => counted(Response::bare(
+                Status::Unauthenticated,
+                "unauthenticated",
+                correlation_id,
+            )),
+            Ok(Answered::Decided(decided)) => {
                 let done = decided
                     .items
                     .into_iter()
@@ -354,7 +374,7 @@ impl Inbox {
                     original: done.original,
                 }
             }
-            Err(e) => self.unavailable(e, correlation_id),
+            Err(e) => self.unavailable(&e, correlation_id),
         }
     }
 
@@ -414,8 +434,9 @@ impl Inbox {
         // the same envelopes sent one by one would meet. A body that is not such a list is one
         // refused decision and costs one token, like a single envelope.
         let cost = bodies.as_ref().map_or(1, Vec::len);
+        let (credential_id, identity) = identity;
         let identity = match self.limit_identity(identity, cost, &correlation_id) {
-            Ok(identity) => identity,
+            Ok(identity) => (credential_id, identity),
             Err(answer) => return whole(answer),
         };
         let bodies = match bodies {
@@ -429,7 +450,12 @@ impl Inbox {
                     .audit_only(&identity, &route, vec![item], &correlation_id)
                     .await
                 {
-                    Ok(decided) => whole(Response {
+                    Ok(Answered::Unauthenticated) => whole(counted(Response::bare(
+                        Status::Unauthenticated,
+                        "unauthenticated",
+                        correlation_id,
+                    ))),
+                    Ok(Answered::Decided(decided)) => whole(Response {
                         acknowledged_sequence: Some(decided.acknowledged_sequence),
                         ..Response::bare(
                             Status::Outcome(decision.outcome),
@@ -437,7 +463,7 @@ impl Inbox {
                             correlation_id,
                         )
                     }),
-                    Err(e) => whole(self.unavailable(e, correlation_id)),
+                    Err(e) => whole(self.unavailable(&e, correlation_id)),
                 };
             }
         };
@@ -449,10 +475,15 @@ impl Inbox {
             })
             .collect();
         match self
-            .decide_all(&identity, &route, bodies, &correlation_id)
+            .decide_all(identity, route, bodies, &correlation_id)
             .await
         {
-            Ok(decided) => BatchResponse {
+            Ok(Answered::Unauthenticated) => whole(counted(Response::bare(
+                Status::Unauthenticated,
+                "unauthenticated",
+                correlation_id,
+            ))),
+            Ok(Answered::Decided(decided)) => BatchResponse {
                 head: Response {
                     acknowledged_sequence: Some(decided.acknowledged_sequence),
                     ..Response::bare(Status::Decided, "batch", correlation_id)
@@ -474,7 +505,7 @@ impl Inbox {
                     })
                     .collect(),
             },
-            Err(e) => whole(self.unavailable(e, correlation_id)),
+            Err(e) => whole(self.unavailable(&e, correlation_id)),
         }
     }
 
@@ -486,7 +517,7 @@ impl Inbox {
         body_bytes: usize,
         body_bytes_max: usize,
         correlation_id: &str,
-    ) -> Result<VerifiedIdentity, Response> {
+    ) -> Result<(i64, VerifiedIdentity), Response> {
         self.admit_uncounted(peer, bearer, body_bytes, body_bytes_max, correlation_id)
             .await
             .map_err(counted)
@@ -494,7 +525,8 @@ impl Inbox {
 
     /// Steps 0–2: body length, peer limiter, authentication. The peer limiter takes one token
     /// per request whatever it holds: it guards the credential lookup, which a request makes
-    /// once, and it runs before the body is read.
+    /// once, and it runs before the body is read. A live credential is remembered for
+    /// [`super::cache::CACHE_TTL`]; the commit checks it again (see [`super::cache`]).
     async fn admit_uncounted(
         &self,
         peer: IpAddr,
@@ -502,7 +534,7 @@ impl Inbox {
         body_bytes: usize,
         body_bytes_max: usize,
         correlation_id: &str,
-    ) -> Result<VerifiedIdentity, Response> {
+    ) -> Result<(i64, VerifiedIdentity), Response> {
         let bare = |status, reason| Response::bare(status, reason, correlation_id.to_owned());
         if body_bytes > body_bytes_max {
             return Err(bare(Status::TooLarge, "body-too-large"));
@@ -514,10 +546,22 @@ impl Inbox {
             });
         }
         bump(&self.counters.authentications);
-        match super::credentials::authenticate(&self.pool, bearer).await {
-            Ok(Some(identity)) => Ok(identity),
+        let Some(digest) = super::credentials::token_digest(bearer) else {
+            return Err(bare(Status::Unauthenticated, "unauthenticated"));
+        };
+        if let Some((admitted, _)) = self.credentials.get(&digest) {
+            return Ok(admitted);
+        }
+        let read_at = Instant::now();
+        match super::credentials::authenticate_digest(&self.pool, &digest).await {
+            Ok(Some(admitted)) => {
+                self.credentials.insert(digest, admitted.clone(), read_at);
+                Ok(admitted)
+            }
             Ok(None) => Err(bare(Status::Unauthenticated, "unauthenticated")),
-            Err(e) => Err(self.unavailable(e, correlation_id.to_owned())),
+            Err(e) => {
+                Err(self.unavailable(&CommitError::before_commit(e), correlation_id.to_owned()))
+            }
         }
     }
 
@@ -551,7 +595,7 @@ impl Inbox {
         }
     }
 
-    fn unavailable(&self, e: sqlx::Error, correlation_id: String) -> Response {
+    fn unavailable(&self, e: &CommitError, correlation_id: String) -> Response {
         // The error text may name a constraint or a connection problem, never envelope content:
         // every value reaches PostgreSQL as a bind parameter, which errors do not echo.
         count(Status::Unavailable.as_str(), "none", "database");
@@ -562,11 +606,11 @@ impl Inbox {
     /// Steps 4–8 for every body of one request.
     async fn decide_all(
         &self,
-        identity: &VerifiedIdentity,
-        route: &Route,
+        (credential_id, identity): (i64, VerifiedIdentity),
+        route: Route,
         bodies: Vec<Vec<u8>>,
         correlation_id: &str,
-    ) -> Result<Decided, sqlx::Error> {
+    ) -> Result<Answered, CommitError> {
         // Step 4, the URL half: the route must name the credential's tenant and a valid project.
         // Checked before decoding because it needs no body at all.
         let route_ok = route.tenant == identity.tenant()
@@ -589,7 +633,7 @@ impl Inbox {
                 .collect()
         };
 
-        // Step 5: the keys the envelopes name, in the verified scope only. One query per request.
+        // Step 5: the keys the envelopes name, in the verified scope only.
         let mut key_ids: Vec<&str> = items
             .iter()
             .filter_map(|item| match item {
@@ -599,15 +643,13 @@ impl Inbox {
             .collect();
         key_ids.sort_unstable();
         key_ids.dedup();
-        let keys: HashMap<String, VerifyKeyRow> = if key_ids.is_empty() {
+        let keys = if key_ids.is_empty() {
             HashMap::new()
         } else {
             bump(&self.counters.key_lookups);
-            store::keys_for_verify(&self.pool, identity.tenant(), &route.project, &key_ids)
-                .await?
-                .into_iter()
-                .map(|row| (row.key_id.clone(), row))
-                .collect()
+            self.keys_for_verify(identity.tenant(), &route.project, &key_ids)
+                .await
+                .map_err(CommitError::before_commit)?
         };
 
         // Steps 5 and 6: verify and validate, before any lock.
@@ -620,258 +662,131 @@ impl Inbox {
         .await;
 
         if items.iter().any(|item| matches!(item, Item::Candidate(_))) {
-            self.commit_on_stream(identity, route, items, correlation_id)
+            // Steps 7 and 8 in the next group commit.
+            self.writer
+                .submit(Job {
+                    identity,
+                    credential_id,
+                    route,
+                    items,
+                    correlation_id: correlation_id.to_owned(),
+                })
                 .await
         } else {
-            self.audit_only(identity, route, items, correlation_id)
+            self.audit_only(&(credential_id, identity), &route, items, correlation_id)
                 .await
         }
     }
 
-    fn stream_key<'a>(identity: &'a VerifiedIdentity, route: &'a Route) -> StreamKey<'a> {
-        let (producer_kind, producer_id) = identity.producer();
-        StreamKey {
-            tenant_id: identity.tenant(),
-            project_id: &route.project,
-            producer_kind,
-            producer_id,
-        }
-    }
-
-    fn audit_scope<'a>(identity: &'a VerifiedIdentity, route: &'a Route) -> AuditScope<'a> {
-        let (producer_kind, producer_id) = identity.producer();
-        AuditScope {
-            // Audit goes to the verified tenant, never the URL's: a request into another
-            // tenant is recorded where its sender belongs.
-            tenant_id: identity.tenant(),
-            project_id: is_identity(&route.project).then_some(route.project.as_str()),
-            actor_account: identity.account(),
-            actor_device: identity.device(),
-            producer_kind,
-            producer_id,
-        }
-    }
-
-    /// Counts the decisions of a committed request.
-    fn count_decided(items: &[Item]) {
-        for item in items {
-            if let Item::Done(done) = item {
-                count(
-                    "decided",
-                    done.decision.outcome.as_str(),
-                    done.decision.reason,
-                );
+    /// The named keys of (tenant, project): from the cache while fresh (with the database
+    /// clock moved on by the entry's age), else in one query. Unknown ids are not remembered.
+    async fn keys_for_verify(
+        &self,
+        tenant: &str,
+        project: &str,
+        key_ids: &[&str],
+    ) -> Result<HashMap<String, VerifyKeyRow>, sqlx::Error> {
+        let mut keys = HashMap::new();
+        let mut missing = Vec::new();
+        for &key_id in key_ids {
+            let cache_key = (tenant.to_owned(), project.to_owned(), key_id.to_owned());
+            match self.keys.get(&cache_key) {
+                Some((mut row, age)) => {
+                    row.now += chrono::Duration::from_std(age).unwrap_or_default();
+                    keys.insert(cache_key.2, row);
+                }
+                None => missing.push(key_id),
             }
         }
-    }
-
-    fn audit_rows(items: &[Item], correlation_id: &str) -> AuditBatch {
-        let mut audit = AuditBatch::default();
-        for item in items {
-            let Item::Done(done) = item else {
-                continue;
-            };
-            let (outcome, reason, event_id, sequence) = (
-                done.decision.outcome,
-                done.decision.reason,
-                done.event_id.as_deref(),
-                done.sequence,
-            );
-            audit
-                .event_id_sha256
-                .push(event_id.map(wharf_core::envelope::event_id_digest_hex));
-            audit.producer_sequence.push(sequence);
-            audit.outcome.push(outcome.as_str());
-            audit.reason.push(reason);
-            audit.correlation_id.push(correlation_id.to_owned());
+        if !missing.is_empty() {
+            let read_at = Instant::now();
+            for row in store::keys_for_verify(&self.pool, tenant, project, &missing).await? {
+                self.keys.insert(
+                    (tenant.to_owned(), project.to_owned(), row.key_id.clone()),
+                    row.clone(),
+                    read_at,
+                );
+                keys.insert(row.key_id.clone(), row);
+            }
         }
-        audit
+        Ok(keys)
     }
 
     /// Every item was refused before the lock: only the audit is written (one statement,
-    /// autocommit), and it reports the stream's cursor without creating the stream.
+    /// autocommit, and only while the credential is live), and it reports the stream's cursor
+    /// without creating the stream.
     async fn audit_only(
         &self,
-        identity: &VerifiedIdentity,
+        (credential_id, identity): &(i64, VerifiedIdentity),
         route: &Route,
         items: Vec<Item>,
         correlation_id: &str,
-    ) -> Result<Decided, sqlx::Error> {
-        let audit = Self::audit_rows(&items, correlation_id);
+    ) -> Result<Answered, CommitError> {
+        let mut audit = AuditBatch::default();
+        for item in &items {
+            if let Item::Done(done) = item {
+                push_audit(&mut audit, done, correlation_id);
+            }
+        }
         bump(&self.counters.audit_writes);
-        let acknowledged_sequence =
-            store::audit_insert(&self.pool, Self::audit_scope(identity, route), &audit).await?;
-        Self::count_decided(&items);
-        Ok(Decided {
+        let (live, acknowledged_sequence) = store::audit_insert(
+            &self.pool,
+            audit_scope(identity, route),
+            &audit,
+            *credential_id,
+        )
+        .await
+        .map_err(CommitError::at_commit)?;
+        if !live {
+            return Ok(Answered::Unauthenticated);
+        }
+        count_decided(&items);
+        Ok(Answered::Decided(Decided {
             items,
             acknowledged_sequence,
-        })
+        }))
     }
+}
 
-    /// Steps 7 and 8: lock the stream, decide every candidate in request order, write
-    /// identities + payloads + cursor + audit, commit.
-    async fn commit_on_stream(
-        &self,
-        identity: &VerifiedIdentity,
-        route: &Route,
-        mut items: Vec<Item>,
-        correlation_id: &str,
-    ) -> Result<Decided, sqlx::Error> {
-        let key = Self::stream_key(identity, route);
-        let mut tx = self.pool.begin().await?;
-        bump(&self.counters.stream_transactions);
-        // Insert-if-missing only when the lock finds nothing, so the common case is one round
-        // trip and creates no dead row version.
-        let stream = match store::stream_lock(&mut *tx, key).await? {
-            Some(stream) => stream,
-            None => {
-                store::stream_insert(&mut *tx, key).await?;
-                store::stream_lock(&mut *tx, key)
-                    .await?
-                    .ok_or(sqlx::Error::RowNotFound)?
-            }
-        };
-        // The running state: the cursor advances as this request's accepts close gaps, so each
-        // envelope is decided against the stream as it stands after the ones before it.
-        let mut state = StreamState {
-            acknowledged_sequence: stream.acknowledged_sequence,
-            replay_floor: stream.replay_floor,
-        };
-        let (event_ids, idempotency_keys, sequences) = {
-            let mut event_ids = Vec::new();
-            let mut keys = Vec::new();
-            let mut sequences = Vec::new();
-            for item in &items {
-                if let Item::Candidate(c) = item {
-                    event_ids.push(c.envelope.event_id.as_str());
-                    keys.push(c.envelope.idempotency_key.as_str());
-                    sequences.push(c.envelope.producer_sequence);
-                }
-            }
-            (event_ids, keys, sequences)
-        };
-        let context = store::stream_context(
-            &mut *tx,
-            stream.stream_id,
-            &event_ids,
-            &idempotency_keys,
-            &sequences,
-            stream.acknowledged_sequence,
-            CURSOR_WALK_ROWS_MAX,
-        )
-        .await?;
-        // A full read may stop short of the run's end; the cursor is then walked again in the
-        // database after the inserts.
-        let ahead_truncated = context.ahead.len() as i64 == CURSOR_WALK_ROWS_MAX;
-        let mut pending: BTreeSet<u64> = context.ahead.into_iter().collect();
-        let retained = context.matching;
+/// Who an ingest request's audit rows are about.
+pub(super) fn audit_scope<'a>(identity: &'a VerifiedIdentity, route: &'a Route) -> AuditScope<'a> {
+    let (producer_kind, producer_id) = identity.producer();
+    AuditScope {
+        // Audit goes to the verified tenant, never the URL's: a request into another
+        // tenant is recorded where its sender belongs.
+        tenant_id: identity.tenant(),
+        project_id: is_identity(&route.project).then_some(route.project.as_str()),
+        actor_account: identity.account(),
+        actor_device: identity.device(),
+        producer_kind,
+        producer_id,
+    }
+}
 
-        let mut retained_set = Retained::default();
-        for row in retained {
-            // The table's CHECKs guarantee both; a row that broke them must not be matched as a
-            // duplicate of anything, so it is skipped (and the insert would then fail loudly on
-            // the unique constraints rather than silently accept).
-            let (Ok(outcome), Ok(digest)) = (
-                row.outcome.parse::<Outcome>(),
-                <[u8; 32]>::try_from(row.content_sha256.as_slice()),
-            ) else {
-                continue;
-            };
-            retained_set.remember(
-                row.event_id,
-                row.idempotency_key,
-                Known {
-                    sequence: row.producer_sequence,
-                    digest,
-                    outcome,
-                    correlation_id: row.correlation_id,
-                },
+/// Counts the decisions of a committed request.
+pub(super) fn count_decided(items: &[Item]) {
+    for item in items {
+        if let Item::Done(done) = item {
+            count(
+                "decided",
+                done.decision.outcome.as_str(),
+                done.decision.reason,
             );
         }
-
-        let mut accepted = IdentityBatch::default();
-        for item in &mut items {
-            let Item::Candidate(candidate) = item else {
-                continue;
-            };
-            let e = &candidate.envelope;
-            let incoming = Incoming {
-                producer_sequence: e.producer_sequence,
-                content_digest: candidate.digest,
-            };
-            let decision = rules::decide(&state, &incoming, &retained_set.found(e));
-            let original = (decision.outcome == Outcome::IgnoreDuplicate)
-                .then(|| retained_set.original(e))
-                .flatten();
-            if decision.store {
-                accepted.event_id.push(e.event_id.clone());
-                accepted.idempotency_key.push(e.idempotency_key.clone());
-                accepted.producer_sequence.push(e.producer_sequence);
-                accepted.content_sha256.push(candidate.digest.to_vec());
-                accepted.event_type.push(e.event_type.clone());
-                accepted.key_id.push(e.integrity.key_id.clone());
-                accepted.outcome.push(decision.outcome.as_str());
-                accepted.correlation_id.push(correlation_id.to_owned());
-                accepted.occurred_at.push(e.occurred_at.clone());
-                accepted
-                    .payload
-                    .push(std::mem::take(&mut candidate.payload_text));
-                retained_set.remember(
-                    e.event_id.clone(),
-                    e.idempotency_key.clone(),
-                    Known {
-                        sequence: e.producer_sequence,
-                        digest: candidate.digest,
-                        outcome: decision.outcome,
-                        correlation_id: correlation_id.to_owned(),
-                    },
-                );
-                if e.producer_sequence > state.acknowledged_sequence {
-                    pending.insert(e.producer_sequence);
-                    if Some(e.producer_sequence) == state.acknowledged_sequence.checked_add(1) {
-                        let run: Vec<u64> = pending.iter().copied().collect();
-                        state.acknowledged_sequence =
-                            advance_cursor(state.acknowledged_sequence, &run);
-                        // Keep only what is still ahead, so each walk costs what is pending.
-                        pending = pending.split_off(&state.acknowledged_sequence.saturating_add(1));
-                    }
-                }
-            }
-            *item = Item::Done(Done {
-                decision,
-                event_id: Some(e.event_id.clone()),
-                sequence: Some(e.producer_sequence),
-                original,
-            });
-        }
-
-        // Step 8: one statement writes identities, payloads, the cursor and the audit.
-        let audit = Self::audit_rows(&items, correlation_id);
-        bump(&self.counters.audit_writes);
-        let mut acknowledged_sequence = state.acknowledged_sequence;
-        store::ingest_commit(
-            &mut *tx,
-            stream.stream_id,
-            &accepted,
-            acknowledged_sequence,
-            Self::audit_scope(identity, route),
-            &audit,
-        )
-        .await?;
-        if ahead_truncated && !accepted.is_empty() {
-            let walked = walk_cursor(&mut tx, stream.stream_id, acknowledged_sequence).await?;
-            if walked != acknowledged_sequence {
-                store::stream_set_cursor(&mut *tx, stream.stream_id, walked).await?;
-                acknowledged_sequence = walked;
-            }
-        }
-        tx.commit().await?;
-        Self::count_decided(&items);
-        Ok(Decided {
-            items,
-            acknowledged_sequence,
-        })
     }
+}
+
+/// Appends one decision's audit columns.
+pub(super) fn push_audit(audit: &mut AuditBatch, done: &Done, correlation_id: &str) {
+    audit.event_id_sha256.push(
+        done.event_id
+            .as_deref()
+            .map(wharf_core::envelope::event_id_digest_hex),
+    );
+    audit.producer_sequence.push(done.sequence);
+    audit.outcome.push(done.decision.outcome.as_str());
+    audit.reason.push(done.decision.reason);
+    audit.correlation_id.push(correlation_id.to_owned());
 }
 
 #[cfg(test)]

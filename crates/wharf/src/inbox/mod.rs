@@ -25,6 +25,19 @@
 //! Steps 4–6 need no lock, so a batch verifies every signature before it takes the stream lock
 //! and writes with one statement per table, never one round trip per envelope.
 //!
+//! # Group commit and caches
+//!
+//! Steps 7 and 8 run in the inbox's writer (`group.rs`): requests that reach it while another
+//! group is committing — of any streams, single or batch — are joined into one transaction (at
+//! most [`GROUP_ENVELOPES_MAX`] envelopes; a lone request is never held back to wait for
+//! company), each stream still decided in the order its requests arrived under its lock, and
+//! each request answered only after that commit. A group that provably committed nothing is
+//! retried one request at a time, so a request that breaks a statement fails alone (503) and
+//! a retry of any request is safe. Step 2's credential and step 5's keys come from caches
+//! (`cache.rs`, [`CACHE_TTL`]); the commit reads both again after the lock, so a revocation that
+//! committed refuses the next envelope it would have admitted: a revoked credential is 401 with
+//! nothing written or audited, a revoked or expired key refuses with its `signature-*` reason.
+//!
 //! # Batches and the identity limiter
 //!
 //! SPEC §3.4 names one identity limiter for `sync-ingest` and says nothing of batches, so a
@@ -70,9 +83,11 @@
 //! Must not know: HTTP. Status codes are plain numbers in [`Response`]; the axum routes live in
 //! `wharf-http`.
 
+mod cache;
 mod credentials;
 mod decode;
 mod error;
+mod group;
 mod ingest;
 mod keys;
 pub mod limiter;
@@ -88,11 +103,13 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
+pub use cache::{CACHE_ENTRIES_MAX, CACHE_TTL};
 pub use credentials::{
     CredentialInfo, IssuedCredential, TOKEN_PREFIX, VerifiedIdentity, authenticate, create_tenant,
     issue_credential, list_credentials, list_tenants, revoke_credential,
 };
 pub use error::InboxError;
+pub use group::{GROUP_ENVELOPES_MAX, GROUPS_IN_FLIGHT};
 pub use keys::{
     GeneratedKey, KEY_REPLAY_WINDOW_DEFAULT_S, KeyInfo, KeyUse, add_key, generate_key,
     key_from_base64, key_to_base64, key_usable, list_keys, retire_key, revoke_key,
@@ -208,7 +225,7 @@ pub struct InboxCounters {
 }
 
 #[derive(Debug, Default)]
-struct Counters {
+pub(crate) struct Counters {
     authentications: AtomicU64,
     key_lookups: AtomicU64,
     stream_transactions: AtomicU64,
@@ -226,7 +243,13 @@ pub struct Inbox {
     config: InboxConfig,
     peer_limiter: Limiter<IpAddr>,
     identity_limiter: Limiter<IdentityKey>,
-    counters: Counters,
+    counters: Arc<Counters>,
+    /// Live credentials by token digest: (credential id, identity).
+    credentials: cache::TtlCache<[u8; 32], (i64, VerifiedIdentity)>,
+    /// Verification keys by (tenant, project, key id).
+    keys: cache::TtlCache<(String, String, String), crate::store::inbox::VerifyKeyRow>,
+    /// Steps 7 and 8, for every request with something to decide on its stream.
+    writer: group::Writer,
 }
 
 impl Inbox {
@@ -244,12 +267,16 @@ impl Inbox {
                 "inbox identity burst is below the batch maximum: larger batches are refused with 413 batch-over-burst"
             );
         }
+        let counters = Arc::new(Counters::default());
         Inbox {
             peer_limiter: Limiter::new(config.peer_limit, config.peer_keys_max),
             identity_limiter: Limiter::new(config.identity_limit, config.identity_keys_max),
+            credentials: cache::TtlCache::new(CACHE_TTL, CACHE_ENTRIES_MAX),
+            keys: cache::TtlCache::new(CACHE_TTL, CACHE_ENTRIES_MAX),
+            writer: group::Writer::new(pool.clone(), Arc::clone(&counters)),
             pool,
             config,
-            counters: Counters::default(),
+            counters,
         }
     }
 

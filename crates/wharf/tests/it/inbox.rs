@@ -5,6 +5,7 @@
 mod admin;
 mod batch;
 mod concurrency;
+mod group;
 mod isolation;
 mod limits;
 mod outcomes;

@@ -1,0 +1,570 @@
+//! Group commit: the ingest writer that joins concurrent requests (of any streams) into one
+//! transaction, SPEC §3.4 steps 7 and 8 for all of them at once.
+//!
+//! Owns: how requests are grouped, the order of locks, the decisions of every stream in request
+//! order, what a failed group does, and when each request is answered. Must not know HTTP,
+//! decoding or verification (requests arrive verified, as [`Job`]s), nor SQL (see
+//! [`crate::store::inbox`]).
+//!
+//! One writer task per [`super::Inbox`], started on first use. It takes the first waiting job,
+//! then every job already waiting, up to [`GROUP_ENVELOPES_MAX`] envelopes, and commits them in
+//! one transaction, with at most [`GROUPS_IN_FLIGHT`] groups committing at once; it never waits
+//! for more, so a lone request is not delayed, and under load the requests that arrived during
+//! one commit form the next group. A request that finds nothing waiting and a group free commits
+//! alone on its own task. Each request is answered
+//! only after the commit that holds its identities, payloads, cursor move and audit.
+//!
+//! In the transaction: every stream of the group is locked in stream id order (creating the
+//! missing ones), then one statement reads the retained identities, the runs beyond each
+//! cursor, and the current state of every credential and key involved; then each stream is
+//! decided in the order its requests arrived, exactly as one request alone would be decided
+//! (`wharf_core::inbox::decide` against the running cursor); then one statement writes
+//! everything. A credential revoked since it was cached makes its request 401 with nothing
+//! written or audited; a key revoked or retired past its window since it was cached refuses the
+//! envelopes it would have admitted, with their audit.
+//!
+//! A failure: when COMMIT was never sent or the server refused it ([`Committed::No`]), nothing
+//! of the group was committed, so each request of a group of several is tried again alone — an
+//! envelope that breaks a statement fails only its own request — and a request alone that
+//! fails is answered 503. When the outcome of COMMIT is unknown, every request of the group is
+//! answered 503 (unknown): a retry with the same envelope is then safe, as ever, because the
+//! retained identities answer it as a duplicate if it did commit.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, OnceLock};
+
+use sqlx::PgPool;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use wharf_core::inbox::{self as rules, Incoming, Outcome, Refusal, StreamState, advance_cursor};
+
+use super::ingest::{Decided, Done, Item, Known, Retained};
+use super::keys::{KeyUse, key_usable};
+use super::streams::{CURSOR_WALK_ROWS_MAX, walk_cursor};
+use super::{Counters, Route, VerifiedIdentity, bump};
+use crate::commit::{CommitError, Committed};
+use crate::store::inbox::{
+    self as store, AuditScope, GroupQuery, GroupWrite, StreamKey, StreamKeys, StreamRow,
+    VerifyKeyRow,
+};
+
+/// Envelopes one group commit takes at most (a batch request larger than this is a group of
+/// its own). Bounds the transaction, the statements' arrays and the time a lock is held.
+pub const GROUP_ENVELOPES_MAX: usize = 1_000;
+/// Groups committing at once. Two, so one group is being decided and written while the other
+/// waits for its COMMIT to be flushed; their streams are locked in one order (stream id), so
+/// they cannot deadlock, and two groups that share a stream are serialised by its lock.
+pub const GROUPS_IN_FLIGHT: usize = 2;
+/// Requests waiting for the writer at most; a sender past it waits for room.
+const QUEUE_JOBS_MAX: usize = 4_096;
+
+/// One verified request, waiting for its stream.
+pub(super) struct Job {
+    pub identity: VerifiedIdentity,
+    pub credential_id: i64,
+    pub route: Route,
+    /// Candidates and refusals, in request order.
+    pub items: Vec<Item>,
+    pub correlation_id: String,
+}
+
+impl Job {
+    fn envelopes(&self) -> usize {
+        self.items.len()
+    }
+
+    fn stream_key(&self) -> StreamKey<'_> {
+        let (producer_kind, producer_id) = self.identity.producer();
+        StreamKey {
+            tenant_id: self.identity.tenant(),
+            project_id: &self.route.project,
+            producer_kind,
+            producer_id,
+        }
+    }
+
+    fn audit_scope(&self) -> AuditScope<'_> {
+        super::ingest::audit_scope(&self.identity, &self.route)
+    }
+}
+
+/// What a request gets from the writer.
+pub(super) enum Answered {
+    /// Decided and committed.
+    Decided(Decided),
+    /// Its credential was revoked before the commit read it: nothing written, not audited.
+    Unauthenticated,
+}
+
+type Reply = oneshot::Sender<Result<Answered, CommitError>>;
+
+/// The handle requests submit to.
+#[derive(Debug)]
+pub(super) struct Writer {
+    queue: OnceLock<mpsc::Sender<(Job, Reply)>>,
+    /// One permit per group committing, in the writer task or inline.
+    in_flight: Arc<Semaphore>,
+    pool: PgPool,
+    counters: Arc<Counters>,
+}
+
+impl Writer {
+    pub(super) fn new(pool: PgPool, counters: Arc<Counters>) -> Writer {
+        Writer {
+            queue: OnceLock::new(),
+            in_flight: Arc::new(Semaphore::new(GROUPS_IN_FLIGHT)),
+            pool,
+            counters,
+        }
+    }
+
+    /// Decides and commits `job` in the next group; answers after its commit.
+    ///
+    /// When nothing waits and a group may start, the job is its own group, committed on the
+    /// caller's task: a lone producer pays no hand-off between tasks. Dropping the caller's
+    /// future then drops (rolls back) only its own transaction, and its client is gone anyway.
+    pub(super) async fn submit(&self, job: Job) -> Result<Answered, CommitError> {
+        let queue = self.queue.get_or_init(|| {
+            let (send, receive) = mpsc::channel(QUEUE_JOBS_MAX);
+            tokio::spawn(run(
+                receive,
+                Arc::clone(&self.in_flight),
+                self.pool.clone(),
+                Arc::clone(&self.counters),
+            ));
+            send
+        });
+        if queue.capacity() == queue.max_capacity()
+            && let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned()
+        {
+            let mut answers =
+                commit_group(&self.pool, &self.counters, std::slice::from_ref(&job)).await;
+            drop(permit);
+            return answers.remove(0);
+        }
+        let (reply, answer) = oneshot::channel();
+        // The writer ends only when every handle is gone, or its runtime is: not sent means
+        // nothing of this job reached the database; no answer means the writer stopped while
+        // it may have been committing.
+        queue
+            .send((job, reply))
+            .await
+            .map_err(|_| CommitError::before_commit(sqlx::Error::PoolClosed))?;
+        answer
+            .await
+            .map_err(|_| CommitError::OutcomeUnknown(sqlx::Error::PoolClosed))?
+    }
+}
+
+/// The writer task: takes groups while fewer than [`GROUPS_IN_FLIGHT`] are committing, until
+/// every handle is dropped.
+async fn run(
+    mut queue: mpsc::Receiver<(Job, Reply)>,
+    in_flight: Arc<Semaphore>,
+    pool: PgPool,
+    counters: Arc<Counters>,
+) {
+    loop {
+        // Waiting for a permit first lets the queue fill while every group is busy.
+        let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
+            return;
+        };
+        let Some(first) = queue.recv().await else {
+            return;
+        };
+        let mut envelopes = first.0.envelopes();
+        let mut group = vec![first];
+        while envelopes < GROUP_ENVELOPES_MAX {
+            match queue.try_recv() {
+                Ok(next) => {
+                    envelopes += next.0.envelopes();
+                    group.push(next);
+                }
+                Err(_) => break,
+            }
+        }
+        let (pool, counters) = (pool.clone(), Arc::clone(&counters));
+        tokio::spawn(async move {
+            let (jobs, replies): (Vec<Job>, Vec<Reply>) = group.into_iter().unzip();
+            let answers = commit_group(&pool, &counters, &jobs).await;
+            for (reply, answer) in replies.into_iter().zip(answers) {
+                // A request that gave up (its client went away) is committed all the same.
+                let _ = reply.send(answer);
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// Commits `jobs` together, or (when that provably committed nothing) one by one.
+async fn commit_group(
+    pool: &PgPool,
+    counters: &Counters,
+    jobs: &[Job],
+) -> Vec<Result<Answered, CommitError>> {
+    match attempt(pool, counters, jobs).await {
+        Ok(answers) => answers.into_iter().map(Ok).collect(),
+        Err(e) if jobs.len() > 1 && e.committed() == Committed::No => {
+            tracing::debug!(error = %e, jobs = jobs.len(), "group commit failed, nothing committed; each request is tried alone");
+            let mut answers = Vec::with_capacity(jobs.len());
+            for job in jobs {
+                answers.push(
+                    attempt(pool, counters, std::slice::from_ref(job))
+                        .await
+                        .map(|mut one| one.remove(0)),
+                );
+            }
+            answers
+        }
+        Err(e) if jobs.len() == 1 => vec![Err(e)],
+        Err(e) => jobs.iter().map(|_| Err(same_error(&e))).collect(),
+    }
+}
+
+/// `e` again, for each request of its group: the same knowledge of the outcome, the same text.
+fn same_error(e: &CommitError) -> CommitError {
+    let again = sqlx::Error::Protocol(format!("group commit: {}", e.source_error()));
+    match e.committed() {
+        Committed::No => CommitError::NotCommitted(again),
+        _ => CommitError::OutcomeUnknown(again),
+    }
+}
+
+/// One stream of a group: its lock, its running state, what it retains.
+struct Slot {
+    stream: StreamRow,
+    state: StreamState,
+    pending: BTreeSet<u64>,
+    truncated: bool,
+    retained: Retained,
+    accepted: bool,
+}
+
+/// One transaction for `jobs`: lock, read, decide, write, commit. One answer per job.
+async fn attempt(
+    pool: &PgPool,
+    counters: &Counters,
+    jobs: &[Job],
+) -> Result<Vec<Answered>, CommitError> {
+    let before = CommitError::before_commit;
+    let mut tx = pool.begin().await.map_err(before)?;
+    bump(&counters.stream_transactions);
+
+    // Step 7: the streams, each once, locked in stream id order.
+    let mut slot_of: HashMap<(&str, &str, &str, &str), usize> = HashMap::new();
+    let mut job_slot = Vec::with_capacity(jobs.len());
+    let mut keys = StreamKeys::default();
+    for job in jobs {
+        let key = job.stream_key();
+        let next = slot_of.len();
+        let slot = *slot_of
+            .entry((
+                key.tenant_id,
+                key.project_id,
+                key.producer_kind,
+                key.producer_id,
+            ))
+            .or_insert_with(|| {
+                keys.push(key);
+                next
+            });
+        job_slot.push(slot);
+    }
+    let mut streams: Vec<Option<StreamRow>> = vec![None; keys.len()];
+    for (index, row) in store::group_lock(&mut *tx, &keys).await.map_err(before)? {
+        streams[index] = Some(row);
+    }
+    let missing: Vec<usize> = (0..keys.len()).filter(|&i| streams[i].is_none()).collect();
+    if !missing.is_empty() {
+        let mut absent = StreamKeys::default();
+        for &i in &missing {
+            absent.tenant_id.push(keys.tenant_id[i].clone());
+            absent.project_id.push(keys.project_id[i].clone());
+            absent.producer_kind.push(keys.producer_kind[i].clone());
+            absent.producer_id.push(keys.producer_id[i].clone());
+        }
+        store::group_streams_insert(&mut *tx, &absent)
+            .await
+            .map_err(before)?;
+        for (index, row) in store::group_lock(&mut *tx, &absent).await.map_err(before)? {
+            streams[missing[index]] = Some(row);
+        }
+    }
+    let streams: Vec<StreamRow> = streams
+        .into_iter()
+        .map(|s| s.ok_or(sqlx::Error::RowNotFound))
+        .collect::<Result<_, _>>()
+        .map_err(before)?;
+
+    // One read for every decision of the group, after the locks (see group_context.sql).
+    let mut query = GroupQuery::default();
+    for (job, &slot) in jobs.iter().zip(&job_slot) {
+        query.credential_id.push(job.credential_id);
+        for item in &job.items {
+            if let Item::Candidate(c) = item {
+                query.candidate_stream.push(streams[slot].stream_id);
+                query.event_id.push(&c.envelope.event_id);
+                query.idempotency_key.push(&c.envelope.idempotency_key);
+                query.producer_sequence.push(c.envelope.producer_sequence);
+                query.key_tenant.push(job.identity.tenant());
+                query.key_project.push(&job.route.project);
+                query.key_id.push(&c.envelope.integrity.key_id);
+            }
+        }
+    }
+    query.credential_id.sort_unstable();
+    query.credential_id.dedup();
+    query.stream_id = streams.iter().map(|s| s.stream_id).collect();
+    query.cursor = streams.iter().map(|s| s.acknowledged_sequence).collect();
+    let context = store::group_context(&mut *tx, &query, CURSOR_WALK_ROWS_MAX)
+        .await
+        .map_err(before)?;
+
+    let slot_by_stream: HashMap<i64, usize> = streams
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.stream_id, i))
+        .collect();
+    let mut slots: Vec<Slot> = streams
+        .iter()
+        .map(|&stream| Slot {
+            stream,
+            state: StreamState {
+                acknowledged_sequence: stream.acknowledged_sequence,
+                replay_floor: stream.replay_floor,
+            },
+            pending: BTreeSet::new(),
+            truncated: false,
+            retained: Retained::default(),
+            accepted: false,
+        })
+        .collect();
+    let mut ahead_rows = vec![0i64; slots.len()];
+    for (stream_id, sequence) in context.ahead {
+        if let Some(&i) = slot_by_stream.get(&stream_id) {
+            slots[i].pending.insert(sequence);
+            ahead_rows[i] += 1;
+        }
+    }
+    for (slot, rows) in slots.iter_mut().zip(ahead_rows) {
+        // A full read may stop short of the run's end; the cursor is then walked again in
+        // the database after the inserts.
+        slot.truncated = rows == CURSOR_WALK_ROWS_MAX;
+    }
+    for (stream_id, row) in context.matching {
+        let Some(&i) = slot_by_stream.get(&stream_id) else {
+            continue;
+        };
+        // The table's CHECKs guarantee both; a row that broke them must not be matched as a
+        // duplicate of anything, so it is skipped (and the insert would then fail loudly on
+        // the unique constraints rather than silently accept).
+        let (Ok(outcome), Ok(digest)) = (
+            row.outcome.parse::<Outcome>(),
+            <[u8; 32]>::try_from(row.content_sha256.as_slice()),
+        ) else {
+            continue;
+        };
+        slots[i].retained.remember(
+            row.event_id,
+            row.idempotency_key,
+            Known {
+                sequence: row.producer_sequence,
+                digest,
+                outcome,
+                correlation_id: row.correlation_id,
+            },
+        );
+    }
+    let live: BTreeSet<i64> = context.live_credentials.into_iter().collect();
+    let fresh_keys: HashMap<(&str, &str, &str), &VerifyKeyRow> = context
+        .keys
+        .iter()
+        .map(|((tenant, project), row)| {
+            (
+                (tenant.as_str(), project.as_str(), row.key_id.as_str()),
+                row,
+            )
+        })
+        .collect();
+
+    // Each stream decided in request order, against its running state.
+    let mut write = GroupWrite::default();
+    let mut decided: Vec<Option<Vec<Item>>> = Vec::with_capacity(jobs.len());
+    for (job, &s) in jobs.iter().zip(&job_slot) {
+        if !live.contains(&job.credential_id) {
+            decided.push(None);
+            continue;
+        }
+        let slot = &mut slots[s];
+        let mut items = Vec::with_capacity(job.items.len());
+        for item in &job.items {
+            let done = match item {
+                Item::Candidate(c) => {
+                    let e = &c.envelope;
+                    let key = fresh_keys
+                        .get(&(
+                            job.identity.tenant(),
+                            job.route.project.as_str(),
+                            e.integrity.key_id.as_str(),
+                        ))
+                        .copied();
+                    match key_refusal(key, &c.public_key) {
+                        Some(refusal) => Done::refused(refusal, e),
+                        None => decide(slot, &mut write, job, c),
+                    }
+                }
+                Item::Done(done) => done.clone(),
+                // Unfinished items do not reach the writer; refusing is the safe answer.
+                Item::Decoded(d) => Done::refused(Refusal::Payload, &d.envelope),
+            };
+            items.push(Item::Done(done));
+        }
+        let scope = job.audit_scope();
+        for item in &items {
+            if let Item::Done(done) = item {
+                write.audit_tenant.push(scope.tenant_id.to_owned());
+                write
+                    .audit_project
+                    .push(scope.project_id.map(str::to_owned));
+                write.audit_account.push(scope.actor_account.to_owned());
+                write
+                    .audit_device
+                    .push(scope.actor_device.map(str::to_owned));
+                write
+                    .audit_producer_kind
+                    .push(scope.producer_kind.to_owned());
+                write.audit_producer_id.push(scope.producer_id.to_owned());
+                super::ingest::push_audit(&mut write.audit, done, &job.correlation_id);
+            }
+        }
+        decided.push(Some(items));
+    }
+    for slot in &slots {
+        if slot.state.acknowledged_sequence != slot.stream.acknowledged_sequence {
+            write.cursor_stream.push(slot.stream.stream_id);
+            write.cursor.push(slot.state.acknowledged_sequence);
+        }
+    }
+
+    // Step 8: one statement writes identities, payloads, cursors and audit.
+    if !write.audit.outcome.is_empty() {
+        store::group_commit(&mut *tx, &write)
+            .await
+            .map_err(before)?;
+    }
+    let mut cursors: Vec<u64> = slots
+        .iter()
+        .map(|s| s.state.acknowledged_sequence)
+        .collect();
+    for (slot, cursor) in slots.iter().zip(cursors.iter_mut()) {
+        if slot.truncated && slot.accepted {
+            let walked = walk_cursor(&mut tx, slot.stream.stream_id, *cursor)
+                .await
+                .map_err(before)?;
+            if walked != *cursor {
+                store::stream_set_cursor(&mut *tx, slot.stream.stream_id, walked)
+                    .await
+                    .map_err(before)?;
+                *cursor = walked;
+            }
+        }
+    }
+    crate::commit::commit(tx).await?;
+
+    Ok(decided
+        .into_iter()
+        .zip(&job_slot)
+        .map(|(items, &s)| match items {
+            None => Answered::Unauthenticated,
+            Some(items) => {
+                bump(&counters.audit_writes);
+                super::ingest::count_decided(&items);
+                Answered::Decided(Decided {
+                    items,
+                    acknowledged_sequence: cursors[s],
+                })
+            }
+        })
+        .collect())
+}
+
+/// Why a key that verified an envelope (from the cache) no longer admits it, as the database
+/// has it now: gone or replaced (unknown), revoked, or retired past its window.
+fn key_refusal(key: Option<&VerifyKeyRow>, verified_with: &[u8; 32]) -> Option<Refusal> {
+    let Some(key) = key else {
+        return Some(Refusal::SignatureUnknownKey);
+    };
+    if key.public_key.as_slice() != verified_with.as_slice() {
+        return Some(Refusal::SignatureUnknownKey);
+    }
+    match key_usable(
+        &key.state,
+        key.retired_at,
+        key.replay_window_seconds,
+        key.now,
+    ) {
+        KeyUse::Usable => None,
+        KeyUse::Revoked => Some(Refusal::SignatureRevokedKey),
+        KeyUse::RetiredPastWindow => Some(Refusal::SignatureRetiredKey),
+    }
+}
+
+/// Decides one verified envelope on its locked stream, adding what it stores to `write`.
+fn decide(
+    slot: &mut Slot,
+    write: &mut GroupWrite,
+    job: &Job,
+    candidate: &super::ingest::Candidate,
+) -> Done {
+    let e = &candidate.envelope;
+    let incoming = Incoming {
+        producer_sequence: e.producer_sequence,
+        content_digest: candidate.digest,
+    };
+    let decision = rules::decide(&slot.state, &incoming, &slot.retained.found(e));
+    let original = (decision.outcome == Outcome::IgnoreDuplicate)
+        .then(|| slot.retained.original(e))
+        .flatten();
+    if decision.store {
+        let accepted = &mut write.accepted;
+        write.stream_id.push(slot.stream.stream_id);
+        accepted.event_id.push(e.event_id.clone());
+        accepted.idempotency_key.push(e.idempotency_key.clone());
+        accepted.producer_sequence.push(e.producer_sequence);
+        accepted.content_sha256.push(candidate.digest.to_vec());
+        accepted.event_type.push(e.event_type.clone());
+        accepted.key_id.push(e.integrity.key_id.clone());
+        accepted.outcome.push(decision.outcome.as_str());
+        accepted.correlation_id.push(job.correlation_id.clone());
+        accepted.occurred_at.push(e.occurred_at.clone());
+        accepted.payload.push(candidate.payload_text.clone());
+        slot.accepted = true;
+        slot.retained.remember(
+            e.event_id.clone(),
+            e.idempotency_key.clone(),
+            Known {
+                sequence: e.producer_sequence,
+                digest: candidate.digest,
+                outcome: decision.outcome,
+                correlation_id: job.correlation_id.clone(),
+            },
+        );
+        let state = &mut slot.state;
+        if e.producer_sequence > state.acknowledged_sequence {
+            slot.pending.insert(e.producer_sequence);
+            if Some(e.producer_sequence) == state.acknowledged_sequence.checked_add(1) {
+                let run: Vec<u64> = slot.pending.iter().copied().collect();
+                state.acknowledged_sequence = advance_cursor(state.acknowledged_sequence, &run);
+                // Keep only what is still ahead, so each walk costs what is pending.
+                slot.pending = slot
+                    .pending
+                    .split_off(&state.acknowledged_sequence.saturating_add(1));
+            }
+        }
+    }
+    Done {
+        decision,
+        event_id: Some(e.event_id.clone()),
+        sequence: Some(e.producer_sequence),
+        original,
+    }
+}

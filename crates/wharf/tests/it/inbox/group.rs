@@ -1,0 +1,350 @@
+//! Group commit and the credential/key caches: concurrent requests of many streams share
+//! transactions, yet each is acknowledged only after the commit that holds it; a group that
+//! fails commits nothing and is retried request by request, so one bad request fails alone and a
+//! retry of any of them is safe; a revocation that committed refuses the very next envelope,
+//! cache or no cache.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wharf::inbox::{self, Inbox, Outcome, Route, Status};
+
+use super::support::*;
+
+/// A second producer (its own device credential, so its own stream) on the fixture's tenant.
+async fn producer(fx: &Fx, device: &str) -> String {
+    inbox::issue_credential(fx.pool(), TENANT, "alice", Some(device))
+        .await
+        .unwrap()
+        .token
+}
+
+async fn send_as(inbox: &Inbox, token: &str, body: &[u8]) -> inbox::Response {
+    inbox
+        .ingest(peer(), token, Route::new(TENANT, PROJECT), body)
+        .await
+}
+
+/// An envelope of sequence `seq` whose event id and idempotency key belong to `stream` only.
+fn body_of(fx: &Fx, stream: u64, seq: u64) -> Vec<u8> {
+    let mut e = fx.envelope(seq);
+    e.event_id = event_id(stream * 1_000 + seq);
+    e.idempotency_key = format!("s{stream}-{seq}");
+    fx.signed(&e)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_singles_of_many_streams_are_each_acknowledged_after_their_commit() {
+    const STREAMS: u64 = 48;
+    const PER_STREAM: u64 = 6;
+    let fx = Fx::new().await;
+    let before = fx.inbox.counters();
+    let mut tasks = Vec::new();
+    for s in 0..STREAMS {
+        let token = producer(&fx, &format!("dev-{s}")).await;
+        let bodies: Vec<Vec<u8>> = (1..=PER_STREAM).map(|q| body_of(&fx, s, q)).collect();
+        let (inbox, pool) = (Arc::clone(&fx.inbox), fx.pool().clone());
+        tasks.push(tokio::spawn(async move {
+            for (i, body) in bodies.iter().enumerate() {
+                let seq = i as u64 + 1;
+                let answer = send_as(&inbox, &token, body).await;
+                assert_eq!(
+                    answer.status,
+                    Status::Outcome(Outcome::AcceptDelayed),
+                    "stream {s} seq {seq}: {}",
+                    answer.reason
+                );
+                assert_eq!(answer.acknowledged_sequence, Some(seq));
+                // Answered only after its commit: another connection already sees the
+                // identity and the cursor.
+                let (identities, cursor): (i64, String) = sqlx::query_as(
+                    "SELECT (SELECT count(*) FROM wharf.inbox_identities i
+                              WHERE i.stream_id = s.stream_id AND i.producer_sequence = $2),
+                            s.acknowledged_sequence::text
+                       FROM wharf.inbox_streams s WHERE s.producer_id = $1",
+                )
+                .bind(format!("dev-{s}"))
+                .bind(seq as i64)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+                assert_eq!((identities, cursor), (1, seq.to_string()));
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let counts = fx.counts().await;
+    let total = (STREAMS * PER_STREAM) as i64;
+    assert_eq!(
+        (
+            counts.streams,
+            counts.identities,
+            counts.payloads,
+            counts.audit
+        ),
+        (STREAMS as i64, total, total, total)
+    );
+    let transactions = fx.inbox.counters().stream_transactions - before.stream_transactions;
+    assert!(
+        transactions < total as u64,
+        "concurrent requests shared commits: {transactions} transactions for {total} requests"
+    );
+}
+
+/// Holds a device's stream locked from another connection until `release` is sent, so a
+/// group that needs it waits.
+async fn hold_stream(
+    fx: &Fx,
+    device: &str,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let pool = fx.pool().clone();
+    let device = device.to_owned();
+    let (locked_tx, locked) = tokio::sync::oneshot::channel();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let mut tx = pool.begin().await.unwrap();
+        sqlx::query("SELECT 1 FROM wharf.inbox_streams WHERE producer_id = $1 FOR UPDATE")
+            .bind(&device)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        locked_tx.send(()).unwrap();
+        let _ = released.await;
+        tx.rollback().await.unwrap();
+    });
+    locked.await.unwrap();
+    (release, task)
+}
+
+/// Waits until `n` more requests have passed key resolution (and so are at, or about to reach,
+/// the writer), then a little longer for the hand-off itself.
+async fn wait_for_lookups(fx: &Fx, n: u64, from: u64) {
+    for _ in 0..500 {
+        if fx.inbox.counters().key_lookups >= from + n {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("requests never reached the writer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_group_commits_nothing_and_fails_only_the_request_that_broke_it() {
+    let fx = Fx::new().await;
+    // Two streams that exist, so they can be held locked: every group the writer may have in
+    // flight waits on one of them, and what is sent meanwhile queues up as one group.
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+    let held_token = producer(&fx, "held").await;
+    assert!(
+        send_as(&fx.inbox, &held_token, &body_of(&fx, 50, 1))
+            .await
+            .is_acknowledged()
+    );
+    assert_eq!(
+        inbox::GROUPS_IN_FLIGHT,
+        2,
+        "one held stream per group in flight"
+    );
+    // A fault only one envelope meets: its identity insert fails, so the statement that writes
+    // the whole group fails, before COMMIT.
+    sqlx::raw_sql(
+        "CREATE FUNCTION pg_temp_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.idempotency_key = 'poison' THEN RAISE EXCEPTION 'injected fault'; END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER inbox_test_fault BEFORE INSERT ON wharf.inbox_identities
+           FOR EACH ROW EXECUTE FUNCTION pg_temp_fault();",
+    )
+    .execute(fx.pool())
+    .await
+    .unwrap();
+    let others: Vec<String> = {
+        let mut tokens = Vec::new();
+        for s in 0..3 {
+            tokens.push(producer(&fx, &format!("other-{s}")).await);
+        }
+        tokens
+    };
+    let mut poisoned = fx.envelope(1);
+    poisoned.event_id = event_id(9_001);
+    poisoned.idempotency_key = "poison".into();
+    let poison_body = fx.signed(&poisoned);
+    let poison_token = producer(&fx, "poisoned").await;
+
+    let (release, holder) = hold_stream(&fx, "laptop-1").await;
+    let (release_held, holder_held) = hold_stream(&fx, "held").await;
+    let lookups = fx.inbox.counters().key_lookups;
+    // The groups in flight: the fixture's stream and the held one, each waiting on its lock.
+    let first = {
+        let (inbox, token, body) = (Arc::clone(&fx.inbox), fx.token.clone(), fx.body(2));
+        tokio::spawn(async move { send_as(&inbox, &token, &body).await })
+    };
+    let second = {
+        let (inbox, token, body) = (
+            Arc::clone(&fx.inbox),
+            held_token.clone(),
+            body_of(&fx, 50, 2),
+        );
+        tokio::spawn(async move { send_as(&inbox, &token, &body).await })
+    };
+    wait_for_lookups(&fx, 2, lookups).await;
+    let before = fx.inbox.counters();
+    let before_counts = fx.counts().await;
+    // The next group: three good requests and the poisoned one.
+    let mut next = Vec::new();
+    for (s, token) in others.iter().enumerate() {
+        let (inbox, token, body) = (
+            Arc::clone(&fx.inbox),
+            token.clone(),
+            body_of(&fx, s as u64, 1),
+        );
+        next.push(tokio::spawn(
+            async move { send_as(&inbox, &token, &body).await },
+        ));
+    }
+    let poison = {
+        let (inbox, token, body) = (
+            Arc::clone(&fx.inbox),
+            poison_token.clone(),
+            poison_body.clone(),
+        );
+        tokio::spawn(async move { send_as(&inbox, &token, &body).await })
+    };
+    wait_for_lookups(&fx, 4, before.key_lookups).await;
+    release.send(()).unwrap();
+    release_held.send(()).unwrap();
+    holder.await.unwrap();
+    holder_held.await.unwrap();
+
+    for task in [first, second] {
+        let answer = task.await.unwrap();
+        assert_eq!(
+            (answer.status, answer.acknowledged_sequence),
+            (Status::Outcome(Outcome::AcceptDelayed), Some(2))
+        );
+    }
+    for task in next {
+        let answer = task.await.unwrap();
+        assert_eq!(
+            (answer.status, answer.acknowledged_sequence),
+            (Status::Outcome(Outcome::AcceptDelayed), Some(1)),
+            "{}",
+            answer.reason
+        );
+    }
+    let poison = poison.await.unwrap();
+    assert_eq!(poison.status, Status::Unavailable);
+    assert_eq!(poison.acknowledged_sequence, None, "nothing acknowledged");
+    // The group of four failed as one (one transaction), then each was tried alone (four).
+    let transactions = fx.inbox.counters().stream_transactions - before.stream_transactions;
+    assert_eq!(
+        transactions,
+        1 + 4,
+        "the failed group, then each request alone"
+    );
+    // The two held requests and the three good ones accepted, each once, with one audit row
+    // each; the poisoned one left nothing.
+    let after = fx.counts().await;
+    assert_eq!(after.identities, before_counts.identities + 5);
+    assert_eq!(after.payloads, before_counts.payloads + 5);
+    assert_eq!(after.audit, before_counts.audit + 5);
+
+    // Retries are safe: the fault gone, the poisoned envelope is accepted once, and a retry of
+    // a committed one is a duplicate.
+    sqlx::query("DROP TRIGGER inbox_test_fault ON wharf.inbox_identities")
+        .execute(fx.pool())
+        .await
+        .unwrap();
+    let retried = send_as(&fx.inbox, &poison_token, &poison_body).await;
+    assert_eq!(
+        (retried.status, retried.acknowledged_sequence),
+        (Status::Outcome(Outcome::AcceptDelayed), Some(1))
+    );
+    let again = send_as(&fx.inbox, &others[0], &body_of(&fx, 0, 1)).await;
+    assert_eq!(again.status, Status::Outcome(Outcome::IgnoreDuplicate));
+    let end = fx.counts().await;
+    assert_eq!(end.identities, before_counts.identities + 6);
+    assert_eq!(end.audit, before_counts.audit + 7);
+}
+
+#[tokio::test]
+async fn a_revoked_credential_is_refused_by_the_next_request_though_cached() {
+    let fx = Fx::new().await;
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+    let credentials = inbox::list_credentials(fx.pool(), TENANT).await.unwrap();
+    inbox::revoke_credential(fx.pool(), TENANT, credentials[0].credential_id)
+        .await
+        .unwrap();
+    let before = fx.counts().await;
+    // Within the cache's lifetime: an envelope it would have admitted, and one refused before
+    // the lock (a bad signature). Both are unauthenticated, nothing written, nothing audited.
+    let next = fx.send(&fx.body(2)).await;
+    assert_eq!(
+        (next.status, next.reason),
+        (Status::Unauthenticated, "unauthenticated")
+    );
+    assert_eq!(next.status.http_status(), 401);
+    let tampered = edit(&fx.body(3), |v| v["payload"]["run_id"] = "altered".into());
+    let refused = fx.send(&tampered).await;
+    assert_eq!(refused.status, Status::Unauthenticated);
+    let batch = fx.send_batch(&batch_body(&[fx.body(2), fx.body(3)])).await;
+    assert_eq!(batch.head.status, Status::Unauthenticated);
+    assert!(batch.items.is_empty());
+    assert_eq!(fx.counts().await, before);
+    assert_eq!(fx.cursor().await.0, 1);
+}
+
+#[tokio::test]
+async fn a_revoked_key_refuses_the_next_envelope_though_cached() {
+    let fx = Fx::new().await;
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+    inbox::revoke_key(fx.pool(), TENANT, PROJECT, &fx.key_id)
+        .await
+        .unwrap();
+    let before = fx.counts().await;
+    let next = fx.send(&fx.body(2)).await;
+    assert_eq!(
+        (next.status, next.reason),
+        (Status::Outcome(Outcome::RefuseTampered), "signature")
+    );
+    assert_eq!(
+        fx.counts().await,
+        before.audited(1),
+        "refused and audited, nothing stored"
+    );
+    let (outcome, reason, _, sequence) = last_audit(fx.pool()).await;
+    assert_eq!(
+        (outcome.as_str(), reason.as_str(), sequence.as_deref()),
+        ("refuse-tampered", "signature-revoked-key", Some("2"))
+    );
+    assert_eq!(fx.cursor().await.0, 1);
+}
+
+#[tokio::test]
+async fn a_key_added_after_an_unknown_one_was_asked_for_verifies_at_once() {
+    // Unknown key ids are never remembered, so adding the key is enough.
+    let fx = Fx::new().await;
+    let new_key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let body = sign_with(&fx.envelope(1), &new_key, "late-key");
+    let unknown = fx.send(&body).await;
+    assert_eq!(unknown.status, Status::Outcome(Outcome::RefuseTampered));
+    inbox::add_key(
+        fx.pool(),
+        TENANT,
+        PROJECT,
+        "late-key",
+        new_key.verifying_key().as_bytes(),
+        inbox::KEY_REPLAY_WINDOW_DEFAULT,
+    )
+    .await
+    .unwrap();
+    let known = fx.send(&body).await;
+    assert_eq!(known.status, Status::Outcome(Outcome::AcceptDelayed));
+}
