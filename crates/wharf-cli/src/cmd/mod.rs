@@ -6,6 +6,7 @@ pub mod backup;
 pub mod bench;
 pub mod credential;
 pub mod key;
+pub mod operator;
 pub mod outbound;
 pub mod progress;
 pub mod retention;

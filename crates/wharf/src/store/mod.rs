@@ -5,6 +5,7 @@
 //! outbox and inbox modules decide (with `wharf-core`) what to write.
 
 pub mod inbox;
+pub mod operator;
 pub mod outbound;
 pub mod outbox;
 pub mod verify;

@@ -10,6 +10,7 @@ mod executor;
 mod fence;
 mod guard;
 mod housekeeping;
+mod operator;
 mod reclaim;
 mod run_loop;
 mod support;
