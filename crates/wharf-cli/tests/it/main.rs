@@ -5,6 +5,7 @@ mod actions;
 mod backup;
 mod bench;
 mod exchange;
+mod operator;
 mod serve;
 mod startup;
 mod support;
