@@ -136,6 +136,16 @@ async fn cancel_over_http_ends_the_action_and_audits_it_with_the_correlation_id(
     );
 }
 
+/// A request and the refusal it must get: method, path, body, token, status, code.
+type Case = (
+    reqwest::Method,
+    String,
+    Option<Value>,
+    Option<&'static str>,
+    u16,
+    &'static str,
+);
+
 #[tokio::test]
 async fn refused_operator_requests_answer_in_the_one_shape_and_change_nothing() {
     let db = TestDb::new().await;
@@ -144,14 +154,7 @@ async fn refused_operator_requests_answer_in_the_one_shape_and_change_nothing() 
     let doubt = enqueue(&base, "doubt").await;
     make_uncertain(&db.pool, doubt).await;
     let before = snapshot(&db.pool).await;
-    let cases: Vec<(
-        reqwest::Method,
-        String,
-        Option<Value>,
-        Option<&str>,
-        u16,
-        &str,
-    )> = vec![
+    let cases: Vec<Case> = vec![
         (
             reqwest::Method::POST,
             format!("/v1/actions/{live}/cancel"),
