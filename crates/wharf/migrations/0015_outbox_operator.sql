@@ -16,7 +16,7 @@
 -- and codes only.
 CREATE TABLE wharf.operator_audit (
     audit_id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    operation      text        NOT NULL CHECK (operation IN ('cancel', 'resolve')),
+    operation      text        NOT NULL CHECK (operation IN ('cancel', 'resolve', 'redrive')),
     action_id      bigint      NOT NULL,
     actor          text        NOT NULL CHECK (octet_length(actor) BETWEEN 1 AND 256),
     detail         jsonb       NOT NULL CHECK (jsonb_typeof(detail) = 'object'),

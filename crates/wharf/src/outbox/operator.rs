@@ -57,7 +57,7 @@ impl Operator {
         }
     }
 
-    fn check(&self) -> Result<(), Error> {
+    pub(crate) fn check(&self) -> Result<(), Error> {
         let actor = &self.actor;
         if actor.is_empty() || actor.len() > ACTOR_BYTES_MAX || actor.chars().any(char::is_control)
         {

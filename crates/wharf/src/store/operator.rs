@@ -155,3 +155,34 @@ pub async fn resend_of<'c>(
         .fetch_optional(executor)
         .await
 }
+
+/// A dead letter of the `envelope` kind with its envelope (`redrive_candidates.sql`).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RedriveRow {
+    pub id: i64,
+    pub lane_key: String,
+    pub max_attempts: i32,
+    pub error_code: Option<String>,
+    pub destination_url: String,
+    pub envelope: String,
+    pub event_id: String,
+}
+
+/// Envelope dead letters of one scope not redriven yet, in emission order, locked.
+pub async fn redrive_candidates<'c>(
+    executor: impl PgExecutor<'c>,
+    tenant: &str,
+    project: &str,
+    error_code: Option<&str>,
+    ended_after: Option<DateTime<Utc>>,
+    limit: u32,
+) -> Result<Vec<RedriveRow>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/operator/redrive_candidates.sql"))
+        .bind(tenant)
+        .bind(project)
+        .bind(error_code)
+        .bind(ended_after)
+        .bind(i64::from(limit))
+        .fetch_all(executor)
+        .await
+}
