@@ -43,6 +43,8 @@ enum Command {
     Bench(cmd::bench::BenchArgs),
     /// Inspect actions.
     Actions(cmd::actions::ActionsArgs),
+    /// The operator audit: every cancel and resolve, who, when, correlation id.
+    Audit(cmd::operator::AuditArgs),
     /// Make every waiting action due and run the executor until none is.
     Drain(cmd::actions::DrainArgs),
     /// List FAILED actions of one tenant and project, a page at a time.
@@ -114,6 +116,7 @@ fn main() -> std::process::ExitCode {
             Command::Verify(args) => cmd::verify::run(&config, args).await,
             Command::Bench(args) => cmd::bench::run(&config, args).await,
             Command::Actions(args) => cmd::actions::run(&config, args).await,
+            Command::Audit(args) => cmd::operator::audit(&config, args).await,
             Command::Drain(args) => cmd::actions::drain(&config, args).await,
             Command::DeadLetters(args) => cmd::actions::dead_letters(&config, args).await,
             Command::SigningKey(args) => cmd::outbound::signing_key(&config, args).await,

@@ -3,6 +3,7 @@
 //! - `POST /v1/actions` — enqueue; 201 new, 200 existing (same key, same content), 409 conflict.
 //! - `GET /v1/actions/{id}`, `POST /v1/actions/{id}/admit`, `POST /v1/actions/{id}/refuse`.
 //! - `DELETE /v1/subjects/{account}/actions` — erasure.
+//! - The operator actions of [`crate::operator`] (list, cancel, resolve, audit), merged in.
 //!
 //! Owns the JSON shapes of an action. Every decision is `wharf::outbox`'s.
 //!
@@ -48,10 +49,11 @@ pub fn routes(pool: sqlx::PgPool, registry: Arc<Registry>, token: OperatorToken)
         .route("/v1/actions/{id}/refuse", post(refuse))
         .route("/v1/subjects/{account}/actions", delete(erase))
         .with_state(Actions {
-            pool,
-            registry,
-            token,
-        });
+            pool: pool.clone(),
+            registry: registry.clone(),
+            token: token.clone(),
+        })
+        .merge(crate::operator::routes(pool, registry, token));
     BodyLimit::new(ENQUEUE_BODY_BYTES_MAX).on_router(router)
 }
 

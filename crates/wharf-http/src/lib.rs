@@ -18,6 +18,7 @@ pub mod extract;
 pub mod health;
 pub mod ingest;
 pub mod openapi;
+pub mod operator;
 pub mod webhook_keys;
 
 use axum::Router;

@@ -20,10 +20,12 @@ CREATE TABLE wharf.console_sessions (
 -- Sign-in deletes expired sessions oldest first, in bounded batches.
 CREATE INDEX console_sessions_expiry ON wharf.console_sessions (expires_at);
 
--- Every operator action taken in the console: who, which role, what, on what, with what
--- result, when, and the request's correlation id. Append-only (the inbox's trigger function
+-- Every operator action taken in the console, sign-in and sign-out included: who, which role,
+-- what, on what, with what result, when, and the request's correlation id. Beside
+-- wharf.operator_audit (0015), which records the outbox operator actions of the admin API and
+-- CLI (cancel, resolve, redrive); one trail for both is left for later. Append-only (the inbox's trigger function
 -- refuses UPDATE, DELETE and TRUNCATE). Never a token, a payload or a key.
-CREATE TABLE wharf.operator_audit (
+CREATE TABLE wharf.console_audit (
     audit_id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     operator       wharf.inbox_identity NOT NULL,
     role           text NOT NULL CHECK (role IN ('operator', 'read-only')),
@@ -36,9 +38,9 @@ CREATE TABLE wharf.operator_audit (
     recorded_at    timestamptz NOT NULL DEFAULT now()
 );
 
-CREATE TRIGGER operator_audit_append_only
-    BEFORE UPDATE OR DELETE ON wharf.operator_audit
+CREATE TRIGGER console_audit_append_only
+    BEFORE UPDATE OR DELETE ON wharf.console_audit
     FOR EACH ROW EXECUTE FUNCTION wharf.inbox_refuse_change();
-CREATE TRIGGER operator_audit_no_truncate
-    BEFORE TRUNCATE ON wharf.operator_audit
+CREATE TRIGGER console_audit_no_truncate
+    BEFORE TRUNCATE ON wharf.console_audit
     FOR EACH STATEMENT EXECUTE FUNCTION wharf.inbox_refuse_change();

@@ -1,4 +1,5 @@
 //! `wharf actions show`, `wharf drain`, `wharf dead-letters`: the outbox from the command line.
+//! The operator actions (`cancel`, `resolve`, `resolutions`) live in `operator.rs`.
 
 use std::sync::Arc;
 
@@ -47,6 +48,43 @@ enum ActionsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Cancel an action that has not started (PROPOSED or ADMITTED); audited.
+    Cancel {
+        /// The action id.
+        id: i64,
+        #[command(flatten)]
+        who: super::operator::OperatorArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record what you found out about an UNCERTAIN action, optionally sending it again.
+    Resolve {
+        /// The action id.
+        id: i64,
+        /// `delivered` or `not-delivered`.
+        #[arg(long)]
+        finding: String,
+        /// Why you think so (at most 512 bytes).
+        #[arg(long, default_value = "")]
+        note: String,
+        /// Send it again with this JSON payload (only with `not-delivered`).
+        #[arg(long)]
+        resend_payload: Option<String>,
+        #[command(flatten)]
+        who: super::operator::OperatorArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The resolutions recorded for one action, oldest first.
+    Resolutions {
+        /// The action id.
+        id: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `wharf drain` options.
@@ -75,6 +113,27 @@ pub struct DeadLettersArgs {
 
 /// `wharf actions …`.
 pub async fn run(config: &Config, args: ActionsArgs) -> anyhow::Result<()> {
+    use super::operator;
+    // Operator actions open their own connection (and, for resolve, the registry).
+    let args = match args.command {
+        ActionsCommand::Cancel { id, who, json } => {
+            return operator::cancel(config, id, who, json).await;
+        }
+        ActionsCommand::Resolve {
+            id,
+            finding,
+            note,
+            resend_payload,
+            who,
+            json,
+        } => {
+            return operator::resolve(config, id, &finding, note, resend_payload, who, json).await;
+        }
+        ActionsCommand::Resolutions { id, json } => {
+            return operator::resolutions(config, id, json).await;
+        }
+        command => ActionsArgs { command },
+    };
     let db = Database::open(config, Open::ADMIN).await?;
     let result = match args.command {
         ActionsCommand::List {
@@ -98,6 +157,7 @@ pub async fn run(config: &Config, args: ActionsArgs) -> anyhow::Result<()> {
             list(&db, &filter, json).await
         }
         ActionsCommand::Show { id, json } => show(&db, id, json).await,
+        _ => unreachable!("operator commands returned above"),
     };
     db.close().await?;
     result

@@ -7,6 +7,7 @@ mod bench;
 mod embedded;
 mod exchange;
 mod firsthour;
+mod operator;
 mod quickstart;
 mod serve;
 mod startup;

@@ -8,6 +8,7 @@ mod dead_letters;
 mod ingest;
 mod limits;
 mod openapi;
+mod operator;
 mod shape;
 mod support;
 mod webhook_keys;

@@ -105,7 +105,7 @@ async fn extractor_failures_unknown_routes_and_wrong_methods_answer_the_one_shap
     }
 
     for (method, path, allow) in [
-        (reqwest::Method::DELETE, "/v1/actions", "POST"),
+        (reqwest::Method::DELETE, "/v1/actions", "POST,GET,HEAD"),
         (reqwest::Method::GET, "/v1/actions/1/admit", "POST"),
         (reqwest::Method::PUT, "/healthz", "GET,HEAD"),
         (

@@ -63,6 +63,7 @@ pub mod delivery;
 mod emit;
 mod error;
 mod keys;
+mod redrive;
 mod scope;
 
 pub use dead_letters::{Cursor, DEAD_LETTERS_PAGE_ITEMS_MAX, DeadLetter, Page, dead_letters};
@@ -77,4 +78,5 @@ pub use keys::{
     SigningKeyInfo, SigningKeySource, generate_signing_key, list_signing_keys, open_signing_key,
     public_key, seal_signing_key,
 };
+pub use redrive::{REDRIVE_BATCH_MAX, RedriveFilter, Redriven, redrive};
 pub use scope::{DESTINATION_URL_BYTES_MAX, Destination, Scope};

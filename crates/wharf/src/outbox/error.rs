@@ -38,6 +38,32 @@ pub enum Error {
         /// The action that holds it.
         existing_id: i64,
     },
+    /// An operator action named an action that does not exist (never enqueued, erased, or
+    /// deleted by retention). Nothing was written; retrying cannot help.
+    #[error("no action {0}")]
+    NotFound(i64),
+    /// An operator asked to cancel an action that is not PROPOSED or ADMITTED. Nothing was
+    /// written. An EXECUTING action's attempt may be at its provider: cancelling cannot take
+    /// the effect back, so it is refused; retrying after the attempt ends finds it ADMITTED
+    /// again (cancellable) or ended (nothing to cancel).
+    #[error(
+        "action {id} is {state} and cannot be cancelled; only a PROPOSED or ADMITTED action can"
+    )]
+    NotCancellable {
+        /// The action.
+        id: i64,
+        /// Its state when asked.
+        state: wharf_core::action::ActionState,
+    },
+    /// An operator tried to resolve an action that is not UNCERTAIN. Nothing was written;
+    /// retrying cannot help.
+    #[error("action {id} is {state}, not UNCERTAIN; only an in-doubt action is resolved")]
+    NotInDoubt {
+        /// The action.
+        id: i64,
+        /// Its state when asked.
+        state: wharf_core::action::ActionState,
+    },
     /// A kind or executor setting is out of its bounds, or two adapters claim one kind. A
     /// programming error; retrying cannot help.
     #[error("invalid configuration: {0}")]

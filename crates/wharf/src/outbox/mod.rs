@@ -20,7 +20,8 @@
 //!   executor can call an adapter. [`Fence::begin_write`] is the last check before a provider
 //!   call.
 //! - [`admit`], [`refuse`], [`get`], [`list`], [`erase_subject`], [`delete_ended_before`] for
-//!   operators.
+//!   operators; [`cancel`], [`resolve`] (in-doubt actions, with an optional [`resend`]) and
+//!   [`audit`] write and read the operator audit (`operator.rs`).
 //!
 //! The lifecycle itself (states, the one transition table, stop reasons) is
 //! `wharf_core::action`; the database's guard trigger mirrors it. Time is always the
@@ -36,6 +37,7 @@ mod executor;
 mod fences;
 mod kind;
 pub mod metrics;
+mod operator;
 mod ops;
 mod request;
 
@@ -49,6 +51,11 @@ pub use kind::{
     ATTEMPTS_MAX, Adapter, BACKOFF_CAP_MS_MAX, CALL_TIMEOUT_MS_MAX, ClaimBudget, ErrorCode,
     InvalidErrorCode, KindSpec, NAME_BYTES_MAX, Outcome, PAYLOAD_BYTES_LIMIT,
     PAYLOAD_BYTES_MAX_DEFAULT, Registry,
+};
+pub use operator::{
+    ACTOR_BYTES_MAX, AUDIT_LIMIT_MAX, AuditEntry, AuditFilter, CORRELATION_ID_BYTES_MAX, Cancelled,
+    Finding, NOTE_BYTES_MAX, Operator, Resolution, Resolve, Resolved, audit, cancel, resend,
+    resend_key, resend_of, resolutions, resolve,
 };
 pub use ops::{
     ActionView, ENQUEUE_BATCH_MAX, Enqueued, LIST_LIMIT_MAX, ListFilter, admit,

@@ -6,6 +6,7 @@
 
 pub mod console;
 pub mod inbox;
+pub mod operator;
 pub mod outbound;
 pub mod outbox;
 pub mod verify;

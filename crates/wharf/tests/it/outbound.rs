@@ -9,4 +9,5 @@ mod dead_letters;
 mod delivery;
 mod emit;
 mod keys;
+mod redrive;
 mod support;

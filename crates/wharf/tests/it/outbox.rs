@@ -11,6 +11,7 @@ mod executor;
 mod fence;
 mod guard;
 mod housekeeping;
+mod operator;
 mod reclaim;
 mod run_loop;
 mod support;

@@ -7,7 +7,7 @@ use super::*;
 
 async fn audit_rows(db: &TestDb) -> Vec<(String, String, String, String)> {
     sqlx::query_as(
-        "SELECT operator::text, role, action, target FROM wharf.operator_audit ORDER BY audit_id",
+        "SELECT operator::text, role, action, target FROM wharf.console_audit ORDER BY audit_id",
     )
     .fetch_all(&db.pool)
     .await

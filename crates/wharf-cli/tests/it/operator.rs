@@ -1,0 +1,232 @@
+//! `wharf actions cancel|resolve|resolutions` and `wharf audit` against a real database: the
+//! state they leave, the audit they write, and that a refusal changes nothing.
+
+use serde_json::Value;
+
+use crate::support::wharf;
+
+fn run(args: &[&str], url: &str, data_dir: &std::path::Path) -> (bool, String, String) {
+    let out = wharf()
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("DATABASE_URL", url)
+        .env("WHARF_ACTOR", "ops-test")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(stdout: &str) -> Value {
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// An admitted webhook action, written as an application would.
+async fn admitted(db: &wharf_testkit::TestDb, key: &str) -> i64 {
+    sqlx::query_scalar(
+        "INSERT INTO wharf.action (kind, tenant_id, project_id, lane_key, idempotency_key,
+                                   content_digest, at_most_once, instance_level, state,
+                                   max_attempts, payload, run_at)
+         VALUES ('webhook', 'acme', 'p1', $1, $1, sha256($1::bytea), false, false, 'ADMITTED',
+                 2, '{\"url\":\"http://localhost:9/hook\",\"body\":{\"n\":1}}', now())
+         RETURNING id",
+    )
+    .bind(key)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+async fn snapshot(db: &wharf_testkit::TestDb) -> String {
+    sqlx::query_scalar(
+        "SELECT concat_ws(E'\\n',
+            (SELECT string_agg(a::text, E'\\n' ORDER BY id) FROM wharf.action a),
+            (SELECT string_agg(o::text, E'\\n' ORDER BY audit_id) FROM wharf.operator_audit o),
+            (SELECT string_agg(r::text, E'\\n' ORDER BY resolution_id) FROM wharf.action_resolution r))",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn cancel_resolve_and_audit_from_the_command_line() {
+    let db = wharf_testkit::TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = db.url();
+    let live = admitted(&db, "live").await;
+    let doubt = admitted(&db, "doubt").await;
+    for sql in [
+        "UPDATE wharf.action SET state = 'EXECUTING', epoch = epoch + 1,
+                lease_expires_at = now() + interval '1 minute' WHERE id = $1",
+        "UPDATE wharf.action SET state = 'UNCERTAIN', stop_reason = 'UNCERTAIN_PROVIDER',
+                payload = NULL, ended_at = now() WHERE id = $1",
+    ] {
+        sqlx::query(sql)
+            .bind(doubt)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+
+    // Refusals first: each names the rule and changes nothing.
+    let before = snapshot(&db).await;
+    let live_s = live.to_string();
+    let doubt_s = doubt.to_string();
+    for (args, needle) in [
+        (vec!["actions", "cancel", &doubt_s], "cannot be cancelled"),
+        (vec!["actions", "cancel", "999999"], "no action 999999"),
+        (
+            vec!["actions", "cancel", &live_s, "--correlation-id", "bad id"],
+            "correlation_id",
+        ),
+        (
+            vec!["actions", "resolve", &live_s, "--finding", "delivered"],
+            "not UNCERTAIN",
+        ),
+        (
+            vec!["actions", "resolve", &doubt_s, "--finding", "perhaps"],
+            "delivered or not-delivered",
+        ),
+        (
+            vec![
+                "actions",
+                "resolve",
+                &doubt_s,
+                "--finding",
+                "delivered",
+                "--resend-payload",
+                "{}",
+            ],
+            "only an action found not delivered",
+        ),
+        (
+            vec![
+                "actions",
+                "resolve",
+                &doubt_s,
+                "--finding",
+                "not-delivered",
+                "--resend-payload",
+                "{",
+            ],
+            "not JSON",
+        ),
+        (vec!["audit", "--limit", "101"], "101"),
+    ] {
+        let (ok, stdout, stderr) = run(&args, &url, dir.path());
+        assert!(!ok, "{args:?} succeeded: {stdout}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    assert_eq!(snapshot(&db).await, before);
+
+    let (ok, stdout, stderr) = run(
+        &[
+            "actions",
+            "cancel",
+            &live_s,
+            "--correlation-id",
+            "ticket-42",
+            "--json",
+        ],
+        &url,
+        dir.path(),
+    );
+    assert!(ok, "{stdout}{stderr}");
+    let cancelled = json(&stdout);
+    assert_eq!(
+        (&cancelled["id"], &cancelled["from"], &cancelled["state"]),
+        (
+            &Value::from(live),
+            &Value::from("ADMITTED"),
+            &Value::from("CANCELLED")
+        )
+    );
+    let state: String =
+        sqlx::query_scalar("SELECT state || '/' || stop_reason FROM wharf.action WHERE id = $1")
+            .bind(live)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(state, "CANCELLED/OPERATOR");
+
+    let (ok, stdout, stderr) = run(
+        &[
+            "actions",
+            "resolve",
+            &doubt_s,
+            "--finding",
+            "not-delivered",
+            "--note",
+            "no delivery in the receiver's log",
+            "--resend-payload",
+            r#"{"url":"http://localhost:9/hook","body":{"n":2}}"#,
+            "--json",
+        ],
+        &url,
+        dir.path(),
+    );
+    assert!(ok, "{stdout}{stderr}");
+    let resolved = json(&stdout);
+    assert_eq!(resolved["resolution"]["finding"], "not-delivered");
+    assert_eq!(resolved["resolution"]["actor"], "ops-test");
+    assert_eq!(resolved["resent_created"], true);
+    let resent = resolved["resent_action_id"].as_i64().unwrap();
+    let (kind, lane, state): (String, String, String) =
+        sqlx::query_as("SELECT kind, lane_key, state FROM wharf.action WHERE id = $1")
+            .bind(resent)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (kind.as_str(), lane.as_str(), state.as_str()),
+        ("webhook", "doubt", "ADMITTED")
+    );
+
+    let (ok, stdout, _) = run(
+        &["actions", "resolutions", &doubt_s, "--json"],
+        &url,
+        dir.path(),
+    );
+    assert!(ok);
+    assert_eq!(
+        json(&stdout)["items"][0]["note"],
+        "no delivery in the receiver's log"
+    );
+
+    let (ok, stdout, stderr) = run(&["audit", "--json"], &url, dir.path());
+    assert!(ok, "{stderr}");
+    let audit = json(&stdout);
+    let rows: Vec<(String, i64, String, String)> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["operation"].as_str().unwrap().to_owned(),
+                e["action_id"].as_i64().unwrap(),
+                e["actor"].as_str().unwrap().to_owned(),
+                e["correlation_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        rows[0],
+        ("cancel".into(), live, "ops-test".into(), "ticket-42".into())
+    );
+    assert_eq!((rows[1].0.as_str(), rows[1].1), ("resolve", doubt));
+    assert!(rows[1].3.starts_with("cli-"), "{}", rows[1].3);
+    assert_eq!(audit["next_after"], Value::Null);
+
+    let (ok, stdout, _) = run(&["audit", "--action", &live_s], &url, dir.path());
+    assert!(ok);
+    assert!(
+        stdout.contains("cancel") && !stdout.contains("resolve"),
+        "{stdout}"
+    );
+}

@@ -1,0 +1,348 @@
+//! Operator actions on the outbox over HTTP, behind the operator token:
+//!
+//! - `GET /v1/actions?state=&kind=&tenant=&after=&limit=` — the list `wharf actions list` shows,
+//!   keyset pages of at most 100.
+//! - `POST /v1/actions/{id}/cancel` — PROPOSED/ADMITTED ⇒ CANCELLED / `OPERATOR`; 409
+//!   `not-cancellable` for an EXECUTING or ended action.
+//! - `POST /v1/actions/{id}/resolve` — record a finding about an UNCERTAIN action, optionally
+//!   resend it; 409 `not-in-doubt` otherwise.
+//! - `GET /v1/actions/{id}/resolutions`, `GET /v1/audit?action_id=&after=&limit=`.
+//!
+//! The operator token is one shared secret, so it cannot say who holds it: the body's `actor`
+//! names the person or tool (default `operator-token`), and the request's correlation id is
+//! written to the audit with it. Owns the JSON shapes; every decision is `wharf::outbox`'s.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use wharf::outbox::{self, ActionState, AuditEntry, Finding, Operator, Registry, Resolution};
+
+use crate::actions::{ActionJson, outbox_error};
+use crate::auth::OperatorToken;
+use crate::error::{ApiError, CorrelationId};
+use crate::extract::{ApiBody, ApiPath, ApiQuery};
+
+/// The actor written to the audit when a request names none.
+pub const DEFAULT_ACTOR: &str = "operator-token";
+
+#[derive(Clone)]
+struct Ops {
+    pool: sqlx::PgPool,
+    registry: Arc<Registry>,
+    token: OperatorToken,
+}
+
+/// The operator routes. [`crate::actions::routes`] merges them in, so every server that
+/// serves the outbox's admin routes serves these too.
+pub fn routes(pool: sqlx::PgPool, registry: Arc<Registry>, token: OperatorToken) -> Router {
+    Router::new()
+        .route("/v1/actions", get(list))
+        .route("/v1/actions/{id}/cancel", post(cancel))
+        .route("/v1/actions/{id}/resolve", post(resolve))
+        .route("/v1/actions/{id}/resolutions", get(resolutions))
+        .route("/v1/audit", get(audit))
+        .with_state(Ops {
+            pool,
+            registry,
+            token,
+        })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    kind: Option<String>,
+    tenant: Option<String>,
+    after: Option<i64>,
+    limit: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct Page<T> {
+    items: Vec<T>,
+    /// The `after` of the next page; absent on the last one.
+    next_after: Option<i64>,
+}
+
+fn limit_of(limit: Option<u32>, max: u32, correlation: &CorrelationId) -> Result<u32, ApiError> {
+    match limit {
+        None => Ok(max),
+        Some(l) if (1..=max).contains(&l) => Ok(l),
+        Some(_) => Err(ApiError::invalid(
+            format!("limit: must be 1..={max}"),
+            correlation,
+        )),
+    }
+}
+
+async fn list(
+    State(ops): State<Ops>,
+    Extension(correlation): Extension<CorrelationId>,
+    headers: HeaderMap,
+    query: Result<ApiQuery<ListQuery>, ApiError>,
+) -> Result<Json<Page<ActionJson>>, ApiError> {
+    ops.token.require(&headers, &correlation)?;
+    let ApiQuery(query) = query?;
+    let limit = limit_of(query.limit, outbox::LIST_LIMIT_MAX, &correlation)?;
+    let state = query
+        .state
+        .as_deref()
+        .map(str::parse::<ActionState>)
+        .transpose()
+        .map_err(|e| ApiError::invalid(format!("state: {e}"), &correlation))?;
+    for (field, value) in [("kind", &query.kind), ("tenant", &query.tenant)] {
+        if let Some(value) = value {
+            crate::extract::nul_free(field, value, &correlation)?;
+        }
+    }
+    let filter = outbox::ListFilter {
+        state,
+        kind: query.kind,
+        tenant_id: query.tenant,
+        after_id: query.after,
+        limit,
+    };
+    let page = outbox::list(&ops.pool, &filter)
+        .await
+        .map_err(|e| read_error(e, &correlation))?;
+    let next_after = (page.len() as u32 == limit)
+        .then(|| page.last().map(|v| v.id))
+        .flatten();
+    Ok(Json(Page {
+        items: page.into_iter().map(ActionJson::from).collect(),
+        next_after,
+    }))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CancelBody {
+    #[serde(default)]
+    actor: Option<String>,
+}
+
+#[derive(Serialize)]
+struct CancelledJson {
+    action: ActionJson,
+    from: &'static str,
+    audit_id: i64,
+}
+
+async fn cancel(
+    State(ops): State<Ops>,
+    Extension(correlation): Extension<CorrelationId>,
+    headers: HeaderMap,
+    ApiPath(id): ApiPath<i64>,
+    ApiBody(body): ApiBody,
+) -> Result<Json<CancelledJson>, ApiError> {
+    ops.token.require(&headers, &correlation)?;
+    // An empty body is a cancel with the default actor.
+    let body: CancelBody = if body.is_empty() {
+        CancelBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid(format!("invalid cancel request: {e}"), &correlation))?
+    };
+    let operator = operator(body.actor, &correlation);
+    let mut tx = begin(&ops, &correlation).await?;
+    let cancelled = outbox::cancel(&mut tx, &operator, id)
+        .await
+        .map_err(|e| before_commit(e, &correlation))?;
+    let view = outbox::get(&mut *tx, id)
+        .await
+        .map_err(|e| before_commit(e, &correlation))?
+        .ok_or_else(|| ApiError::internal(&"cancelled action vanished", &correlation))?;
+    commit(tx, &correlation).await?;
+    Ok(Json(CancelledJson {
+        action: view.into(),
+        from: cancelled.from.as_str(),
+        audit_id: cancelled.audit_id,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResolveBody {
+    finding: String,
+    #[serde(default)]
+    note: String,
+    /// The payload to send again with (only with `not-delivered`).
+    #[serde(default)]
+    resend_payload: Option<Value>,
+    #[serde(default)]
+    actor: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ResolvedJson {
+    resolution: Resolution,
+    /// The resend, when one was asked for.
+    resent: Option<ActionJson>,
+    /// False when an earlier resolution already enqueued the same resend.
+    resent_created: Option<bool>,
+    audit_id: i64,
+}
+
+async fn resolve(
+    State(ops): State<Ops>,
+    Extension(correlation): Extension<CorrelationId>,
+    headers: HeaderMap,
+    ApiPath(id): ApiPath<i64>,
+    ApiBody(body): ApiBody,
+) -> Result<Json<ResolvedJson>, ApiError> {
+    ops.token.require(&headers, &correlation)?;
+    let body: ResolveBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::invalid(format!("invalid resolve request: {e}"), &correlation))?;
+    let finding: Finding = body
+        .finding
+        .parse()
+        .map_err(|e| outbox_error(e, &correlation))?;
+    let operator = operator(body.actor, &correlation);
+    let ask = outbox::Resolve {
+        finding,
+        note: body.note,
+        resend: body.resend_payload,
+    };
+    let mut tx = begin(&ops, &correlation).await?;
+    let resolved = outbox::resolve(&mut tx, &ops.registry, &operator, id, ask)
+        .await
+        .map_err(|e| before_commit(e, &correlation))?;
+    let resent = match resolved.resent {
+        Some(r) => outbox::get(&mut *tx, r.id)
+            .await
+            .map_err(|e| before_commit(e, &correlation))?
+            .map(ActionJson::from),
+        None => None,
+    };
+    commit(tx, &correlation).await?;
+    Ok(Json(ResolvedJson {
+        resolution: resolved.resolution,
+        resent,
+        resent_created: resolved.resent.map(|r| r.created),
+        audit_id: resolved.audit_id,
+    }))
+}
+
+#[derive(Serialize)]
+struct Items<T> {
+    items: Vec<T>,
+}
+
+async fn resolutions(
+    State(ops): State<Ops>,
+    Extension(correlation): Extension<CorrelationId>,
+    headers: HeaderMap,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<Items<Resolution>>, ApiError> {
+    ops.token.require(&headers, &correlation)?;
+    let items = outbox::resolutions(&ops.pool, id)
+        .await
+        .map_err(|e| read_error(e, &correlation))?;
+    Ok(Json(Items { items }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    action_id: Option<i64>,
+    after: Option<i64>,
+    limit: Option<u32>,
+}
+
+async fn audit(
+    State(ops): State<Ops>,
+    Extension(correlation): Extension<CorrelationId>,
+    headers: HeaderMap,
+    query: Result<ApiQuery<AuditQuery>, ApiError>,
+) -> Result<Json<Page<AuditEntry>>, ApiError> {
+    ops.token.require(&headers, &correlation)?;
+    let ApiQuery(query) = query?;
+    let limit = limit_of(query.limit, outbox::AUDIT_LIMIT_MAX, &correlation)?;
+    let filter = outbox::AuditFilter {
+        action_id: query.action_id,
+        after_id: query.after,
+        limit,
+    };
+    let items = outbox::audit(&ops.pool, &filter)
+        .await
+        .map_err(|e| read_error(e, &correlation))?;
+    let next_after = (items.len() as u32 == limit)
+        .then(|| items.last().map(|e| e.audit_id))
+        .flatten();
+    Ok(Json(Page { items, next_after }))
+}
+
+fn operator(actor: Option<String>, correlation: &CorrelationId) -> Operator {
+    Operator::new(
+        actor.unwrap_or_else(|| DEFAULT_ACTOR.to_owned()),
+        correlation.0.clone(),
+    )
+}
+
+/// The operator errors as answers; the rest as [`outbox_error`] maps them.
+fn operator_error(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
+    match error {
+        outbox::Error::NotFound(id) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            format!("no action {id}"),
+            correlation,
+        ),
+        e @ outbox::Error::NotCancellable { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "not-cancellable",
+            e.to_string(),
+            correlation,
+        ),
+        e @ outbox::Error::NotInDoubt { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "not-in-doubt",
+            e.to_string(),
+            correlation,
+        ),
+        other => outbox_error(other, correlation),
+    }
+}
+
+/// A read's failure: a database error there committed nothing.
+fn read_error(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
+    match error {
+        outbox::Error::Database(e) => ApiError::not_committed(&e, correlation),
+        other => operator_error(other, correlation),
+    }
+}
+
+/// An error inside a write's transaction before COMMIT was sent: nothing was committed.
+fn before_commit(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
+    match error {
+        outbox::Error::Database(e) => {
+            ApiError::commit(&wharf::commit::CommitError::before_commit(e), correlation)
+        }
+        other => operator_error(other, correlation),
+    }
+}
+
+async fn begin(
+    ops: &Ops,
+    correlation: &CorrelationId,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, ApiError> {
+    ops.pool
+        .begin()
+        .await
+        .map_err(|e| ApiError::not_committed(&e, correlation))
+}
+
+async fn commit(
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    correlation: &CorrelationId,
+) -> Result<(), ApiError> {
+    wharf::commit::commit(tx)
+        .await
+        .map_err(|e| ApiError::commit(&e, correlation))
+}
