@@ -30,7 +30,7 @@ use rand::Rng;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
-use wharf_core::action::{ActionState, StopReason};
+use wharf_core::action::StopReason;
 
 use super::attempt::{Attempt, FenceStage};
 use super::caps::{Caps, KindCaps};

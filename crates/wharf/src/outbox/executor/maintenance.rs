@@ -58,12 +58,8 @@ impl Executor {
             - chrono::Duration::milliseconds(i64::try_from(c.retention_ms).unwrap_or(i64::MAX));
         let mut deleted = 0;
         for _ in 0..c.retention_batches_per_run_max {
-            let n = ops::delete_ended_before(
-                &self.inner.statements,
-                cutoff,
-                c.retention_batch_max,
-            )
-            .await?;
+            let n = ops::delete_ended_before(&self.inner.statements, cutoff, c.retention_batch_max)
+                .await?;
             deleted += n;
             if n < u64::from(c.retention_batch_max) {
                 break;
@@ -118,5 +114,4 @@ impl Executor {
             }
         }
     }
-
 }

@@ -89,21 +89,20 @@ impl Executor {
     /// results, and cuts off the rest (their actions keep their leases and are reclaimed later,
     /// by this or another replica).
     ///
-    /// Errors of single statements are logged and retried on the next tick; only a failure to
-    /// start returns an error.
+    /// Errors of single statements are logged and retried (claims after a short, growing wait);
+    /// nothing the database does ends `run`, not even at its start (the listener connects and
+    /// reconnects in its own task).
     pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         let inner = &self.inner;
         let c = &inner.config;
         tokio::pin!(shutdown);
 
-        let listener = if c.notify {
-            let mut l = PgListener::connect_with(&inner.pool).await?;
-            l.listen(NOTIFY_CHANNEL).await?;
+        // The listener connects in its own task and keeps retrying: a database that is
+        // restarting when `run` starts must not end it (polling covers the gap).
+        let listener = c.notify.then(|| {
             let this = self.clone();
-            Some(tokio::spawn(async move { this.listen(l).await }))
-        } else {
-            None
-        };
+            tokio::spawn(async move { this.listen().await })
+        });
 
         let (done_tx, done_rx) = mpsc::channel::<Finished>(c.concurrency_max as usize * 2);
         let recorder = {
@@ -435,17 +434,32 @@ impl Executor {
         }
     }
 
-    async fn listen(&self, mut listener: PgListener) {
+    /// LISTENs for wake-ups until aborted, connecting (and reconnecting) with a wait of
+    /// `poll_interval_ms_max` after each failure; polling covers every gap.
+    async fn listen(&self) {
+        let wait = Duration::from_millis(self.inner.config.poll_interval_ms_max);
         loop {
-            match listener.recv().await {
-                Ok(_) => self.inner.wake.notify_one(),
+            let mut listener = match PgListener::connect_with(&self.inner.pool).await {
+                Ok(l) => l,
                 Err(e) => {
-                    // sqlx reconnects on the next recv; polling covers the gap.
-                    tracing::debug!(error = %e, "outbox NOTIFY listener lost its connection");
-                    tokio::time::sleep(Duration::from_millis(
-                        self.inner.config.poll_interval_ms_max,
-                    ))
-                    .await;
+                    tracing::warn!(error = %e, "outbox NOTIFY listener cannot connect; polling meanwhile");
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+            };
+            if let Err(e) = listener.listen(NOTIFY_CHANNEL).await {
+                tracing::warn!(error = %e, "outbox LISTEN failed; polling meanwhile");
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+            loop {
+                match listener.recv().await {
+                    Ok(_) => self.inner.wake.notify_one(),
+                    Err(e) => {
+                        // sqlx reconnects on the next recv; polling covers the gap.
+                        tracing::debug!(error = %e, "outbox NOTIFY listener lost its connection");
+                        tokio::time::sleep(wait).await;
+                    }
                 }
             }
         }
