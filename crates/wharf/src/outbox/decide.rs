@@ -97,6 +97,7 @@ fn retry(claim: Claim, delay_ms: u64, clear_fence: bool, code: &ErrorCode) -> Co
 /// - A panic or a timeout counts as Retry while the fence was not passed (nothing can have been
 ///   written; `write_started_at` of an earlier attempt is kept, because this attempt proved
 ///   nothing), and as Uncertain once it may have been passed.
+///
 /// `claim_marked`: this attempt's claim recorded `write_started_at` as its fence (SPEC §2.3)
 /// and no earlier attempt had; an attempt that then never passed its fence clears that mark
 /// again, because it proves nothing was written.
