@@ -132,8 +132,7 @@ struct Inner {
     pool: PgPool,
     /// The executor's own small pool for its statements (claims, fences, completions, sweeps),
     /// on the same server and credentials. Its sessions run without JIT (a claim over a large
-    /// table crossed the JIT cost threshold and spent most of its time compiling), without
-    /// sequential scans or hash and merge joins (see [`statement_pool`]), and without a
+    /// table crossed the JIT cost threshold and spent most of its time compiling) and without a
     /// test round trip before each statement: a dead connection shows up as the statement's
     /// error, which every caller handles anyway.
     statements: PgPool,
@@ -685,16 +684,7 @@ fn statement_pool(pool: &PgPool) -> PgPool {
     let options = (*pool.connect_options())
         .clone()
         .application_name("wharf executor")
-        // Every executor statement has one right plan: index probes in nested loops. With
-        // statistics from a moment the table was empty, the planner chose sequential scans and
-        // hash joins for a table that had since grown (a claim took seconds); these settings
-        // make it take the indexes whatever the estimates say.
-        .options([
-            ("jit", "off"),
-            ("enable_seqscan", "off"),
-            ("enable_hashjoin", "off"),
-            ("enable_mergejoin", "off"),
-        ]);
+        .options([("jit", "off")]);
     PgPoolOptions::new()
         .max_connections(STATEMENT_CONNECTIONS_MAX)
         .min_connections(0)
