@@ -104,7 +104,10 @@ impl Executor {
             tokio::spawn(async move { this.listen().await })
         });
 
-        let (done_tx, done_rx) = mpsc::channel::<Finished>(c.concurrency_max as usize * 2);
+        // Room for two full completion batches: a channel of `concurrency_max × 2` capped a
+        // batch at 20 results with 10 slots, and completions, not claims, bounded the drain.
+        let done_slots = (c.concurrency_max as usize * 2).max(c.completion_batch_max as usize * 2);
+        let (done_tx, done_rx) = mpsc::channel::<Finished>(done_slots);
         let recorder = {
             let this = self.clone();
             tokio::spawn(async move { this.record_loop(done_rx).await })
