@@ -187,13 +187,33 @@ impl Browser {
         .await;
     }
 
+    /// The element's text. A page that navigates between finding the element and
+    /// reading it leaves a stale reference; the element is then found again on the
+    /// new page rather than failing the step.
     async fn text(&self, css: &str) -> String {
-        let id = self.find(css).await;
-        self.call(reqwest::Method::GET, &format!("/element/{id}/text"), None)
-            .await
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        let started = Instant::now();
+        loop {
+            let id = self.find(css).await;
+            let answer: Value = self
+                .http
+                .get(format!("{}/element/{id}/text", self.session))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let value = &answer["value"];
+            match value.get("error").and_then(Value::as_str) {
+                None => return value.as_str().unwrap_or_default().to_owned(),
+                Some("stale element reference")
+                    if started.elapsed() < Duration::from_millis(STEP_MS_MAX) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Some(_) => panic!("WebDriver /element/{id}/text: {value}"),
+            }
+        }
     }
 
     async fn url(&self) -> String {
