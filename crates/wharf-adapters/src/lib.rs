@@ -6,6 +6,8 @@
 //! Must not know: how actions are claimed, fenced or completed. An adapter receives an
 //! `Attempt` from the executor, fences before the provider call, and returns an `Outcome`.
 
+#[cfg(any(feature = "email", feature = "http"))]
+mod deadline;
 #[cfg(feature = "email")]
 pub mod email;
 #[cfg(feature = "http")]

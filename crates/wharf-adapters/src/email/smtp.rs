@@ -193,7 +193,7 @@ pub(crate) fn classify(stop: Stop) -> Outcome {
     }
 }
 
-/// Runs one step under `min(limit, deadline)`.
+/// Runs one step under `min(limit, deadline)`, and not at all once that has passed.
 async fn step<T>(
     phase: Phase,
     limit: Duration,
@@ -201,13 +201,15 @@ async fn step<T>(
     fut: impl Future<Output = Result<T, lettre::transport::smtp::Error>>,
 ) -> Result<T, Stop> {
     let until = (Instant::now() + limit).min(deadline);
-    match tokio::time::timeout_at(until, fut).await {
+    // `before`, not `timeout_at`: after a stop past the deadline the relay's reply is ready
+    // together with the timer, and the next command (the body) must not go out.
+    match crate::deadline::before(until, fut).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(e)) => Err(Stop {
             phase,
             failure: Failure::of(&e),
         }),
-        Err(_) => Err(Stop {
+        Err(crate::deadline::Expired) => Err(Stop {
             phase,
             failure: Failure::Timeout,
         }),
@@ -411,6 +413,94 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(got.as_str(), code);
+    }
+
+    /// RELIABILITY.md finding 1: a holder stopped while it waits for the relay's go-ahead, past
+    /// its deadline, must not send the body when it resumes (the lease may be another's by then).
+    /// The stop is a task on the client's own thread that blocks it, as SIGSTOP would; the relay
+    /// answers 354 during the stop, so the reply and the expired timer are ready together.
+    #[tokio::test]
+    async fn a_stop_past_the_deadline_before_the_go_ahead_keeps_the_body_from_going_out() {
+        use std::io::{BufRead, BufReader, Write};
+        use std::sync::Arc;
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let (seen_tx, seen_rx) = std::sync::mpsc::channel::<Vec<String>>();
+        let stop_now = stop.clone();
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut out = stream;
+            let mut lines = Vec::new();
+            let _ = out.write_all(b"220 relay\r\n");
+            loop {
+                let mut line = String::new();
+                if !matches!(reader.read_line(&mut line), Ok(n) if n > 0) {
+                    break;
+                }
+                let command = line.to_ascii_uppercase();
+                lines.push(line.trim_end().to_owned());
+                let reply: &[u8] = if command.starts_with("EHLO") {
+                    b"250 relay\r\n"
+                } else if command.starts_with("DATA") {
+                    stop_now.notify_one();
+                    std::thread::sleep(Duration::from_millis(100));
+                    b"354 go ahead\r\n"
+                } else if line == ".\r\n"
+                    || command.starts_with("MAIL")
+                    || command.starts_with("RCPT")
+                {
+                    b"250 ok\r\n"
+                } else if command.starts_with("QUIT") {
+                    b"221 bye\r\n"
+                } else {
+                    continue;
+                };
+                let _ = out.write_all(reply);
+            }
+            let _ = seen_tx.send(lines);
+        });
+        tokio::spawn(async move {
+            stop.notified().await;
+            std::thread::sleep(Duration::from_millis(700));
+        });
+
+        let relay = Relay {
+            host: "127.0.0.1".into(),
+            port,
+            tls: TlsMode::None,
+            credentials: None,
+            hello_name: None,
+            connect_timeout: Duration::from_secs(5),
+            command_timeout: Duration::from_secs(5),
+            data_timeout: Duration::from_secs(5),
+        };
+        let message = Rendered {
+            message_id: "<stop@example.com>".into(),
+            envelope_from: "from@example.com".parse().unwrap(),
+            envelope_to: "to@example.com".parse().unwrap(),
+            bytes: b"Subject: stopped\r\n\r\nbody\r\n".to_vec(),
+        };
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let stopped = deliver(&relay, &message, deadline).await.unwrap_err();
+        assert_eq!(
+            stopped,
+            Stop {
+                phase: Phase::Data,
+                failure: Failure::Timeout
+            }
+        );
+        let seen = seen_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(seen.iter().any(|l| l == "DATA"), "{seen:?}");
+        assert!(
+            !seen.iter().any(|l| l == "Subject: stopped" || l == "."),
+            "the body went out after the deadline: {seen:?}"
+        );
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub mod code {
     pub const TIMEOUT_AFTER_SEND: &str = "timeout_after_send";
     /// The request cannot be built or sent as addressed (an unusable URL or header).
     pub const REQUEST_INVALID: &str = "request_invalid";
+    /// The call's deadline passed before the request was sent.
+    pub const DEADLINE_PASSED: &str = "deadline_passed";
     /// The connection broke (reset, closed, protocol error) after it opened and before a
     /// response head arrived.
     pub const CONNECTION_LOST_AFTER_SEND: &str = "connection_lost_after_send";
@@ -155,6 +157,9 @@ pub enum TransportFailure {
     /// The client could not even build the request (a URL or header it cannot send). Nothing
     /// was sent, and the same request will never be sendable.
     Unsendable,
+    /// The call's time was spent before the request could be sent (the process was stopped or
+    /// starved after its fence). Nothing was sent.
+    Expired,
 }
 
 /// The verdict for a failure without a response head. `dedupe` says the receiver
@@ -185,6 +190,7 @@ pub fn classify_failure(failure: TransportFailure, dedupe: bool) -> Verdict {
         TransportFailure::Unsendable => Verdict::Failed {
             code: code::REQUEST_INVALID.to_owned(),
         },
+        TransportFailure::Expired => retry(code::DEADLINE_PASSED),
     }
 }
 
@@ -395,6 +401,10 @@ mod tests {
             assert_eq!(
                 classify_failure(Unsendable, dedupe),
                 failed("request_invalid")
+            );
+            assert_eq!(
+                classify_failure(Expired, dedupe),
+                retry("deadline_passed", None)
             );
         }
         assert_eq!(

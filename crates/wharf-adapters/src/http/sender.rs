@@ -212,17 +212,35 @@ impl NetworkSender {
     ) -> Delivery {
         let timeout = call_timeout.map_or(self.total_timeout, |c| c.min(self.total_timeout));
         let deadline = Instant::now() + timeout;
-        let sent = self
+        if timeout.is_zero() {
+            // The caller's budget was spent before the request (a stop or a starved thread
+            // after the fence): nothing is sent, so nothing can overlap the lease's next holder.
+            return Delivery {
+                verdict: classify_failure(TransportFailure::Expired, dedupe),
+                status: None,
+                body: Vec::new(),
+            };
+        }
+        let sending = self
             .client
             .post(destination.url.clone())
             .headers(headers)
             .body(body)
             .timeout(timeout)
-            .send()
-            .await;
+            .send();
+        // `before` looks at the clock ahead of every poll: a process stopped past the deadline
+        // does not write the request when it resumes (see `crate::deadline`).
+        let sent = crate::deadline::before(deadline.into(), sending).await;
         let mut response = match sent {
-            Ok(response) => response,
-            Err(err) => {
+            Ok(Ok(response)) => response,
+            Err(crate::deadline::Expired) => {
+                return Delivery {
+                    verdict: classify_failure(TransportFailure::TimeoutAfterSend, dedupe),
+                    status: None,
+                    body: Vec::new(),
+                };
+            }
+            Ok(Err(err)) => {
                 let failure = transport_failure(&err);
                 tracing::debug!(
                     host = destination.url.host_str().unwrap_or(""),
