@@ -54,9 +54,15 @@ pub const CLAIM_BATCH_LIMIT: u32 = 100;
 pub const NOTIFY_CHANNEL: &str = "wharf_action";
 /// Times a claim is retried when two replicas raced for one lane (unique violation).
 const CLAIM_RACE_RETRIES_MAX: u32 = 3;
-/// Times a completion batch is retried on a database error before its leases are left to
-/// expire (and the actions to be reclaimed).
-const COMPLETE_RETRIES_MAX: u32 = 3;
+/// How long a completion batch is retried on a database error, at most (and never longer than
+/// the lease): a result is worth waiting for. Its effect happened; dropping it leaves the
+/// action to wait out its lease and end UNCERTAIN or run again. A PostgreSQL restart takes
+/// seconds, and three quick retries (what this replaced) gave up within one.
+const COMPLETE_RETRY_MS_MAX: u64 = 30_000;
+/// First wait before a completion is retried; it doubles up to [`COMPLETE_RETRY_WAIT_MS_MAX`].
+const COMPLETE_RETRY_WAIT_MS_MIN: u64 = 50;
+/// Longest wait between two tries of one completion batch.
+const COMPLETE_RETRY_WAIT_MS_MAX: u64 = 1_000;
 
 /// What [`Executor::drain`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -627,17 +633,31 @@ impl Executor {
         let rows: Vec<CompletionRow> = finished.iter().filter_map(|f| f.row.clone()).collect();
         let mut recorded: HashSet<i64> = HashSet::new();
         if !rows.is_empty() {
-            let mut tries = 0;
+            // Every try is fenced by (id, epoch), so retrying past a reclaim records nothing
+            // wrong: a superseded row is simply not returned.
+            let budget =
+                Duration::from_millis(self.inner.config.lease_ms.min(COMPLETE_RETRY_MS_MAX));
+            let started = Instant::now();
+            let mut wait_ms = COMPLETE_RETRY_WAIT_MS_MIN;
+            let mut tries = 0u32;
             loop {
                 match store::outbox::complete(&self.inner.statements, &rows, now).await {
                     Ok(ids) => {
+                        if tries > 0 {
+                            tracing::info!(
+                                tries,
+                                rows = rows.len(),
+                                "outbox completion recorded after retries"
+                            );
+                        }
                         recorded.extend(ids);
                         break;
                     }
-                    Err(e) if tries < COMPLETE_RETRIES_MAX => {
+                    Err(e) if started.elapsed() + Duration::from_millis(wait_ms) < budget => {
                         tries += 1;
                         tracing::warn!(error = %e, tries, "outbox completion failed; retrying");
-                        tokio::time::sleep(Duration::from_millis(50 << tries)).await;
+                        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+                        wait_ms = (wait_ms * 2).min(COMPLETE_RETRY_WAIT_MS_MAX);
                     }
                     Err(e) => return Err(e.into()),
                 }

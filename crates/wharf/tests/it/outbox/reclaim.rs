@@ -114,6 +114,31 @@ async fn a_failed_demotion_still_runs_what_the_claim_took() {
     assert_eq!(state_of(&db.pool, id).await, ActionState::Done);
 }
 
+/// Defect 9 of issue 11 (and the UNCERTAIN / `LEASE_LOST_AFTER_WRITE` endings after a restart in
+/// RELIABILITY.md): a completion that fails for longer than a few quick retries, as it does
+/// while PostgreSQL restarts, is still recorded once the database answers again, instead of
+/// leaving a delivered effect to wait out its lease.
+#[tokio::test]
+async fn a_completion_that_fails_for_seconds_is_recorded_when_the_database_answers_again() {
+    let db = TestDb::new().await;
+    let (registry, ..) = registry();
+    let id = enqueue(&db.pool, &registry, req("c", "c")).await;
+    // Only complete.sql says this.
+    fail_updates_matching(&db.pool, "%readback_ref = coalesce(r.readback_ref%", 0).await;
+    let pool = db.pool.clone();
+    let heal = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(2_000)).await;
+        sqlx::query("DELETE FROM public.fail_ctl")
+            .execute(&pool)
+            .await
+            .unwrap();
+    });
+    let ran = executor(&db.pool, &registry).run_once().await;
+    heal.await.unwrap();
+    assert_eq!(ran.ok(), Some(1));
+    assert_eq!(state_of(&db.pool, id).await, ActionState::Done);
+}
+
 #[tokio::test]
 async fn a_failed_second_claim_still_runs_what_the_first_took() {
     let db = TestDb::new().await;
