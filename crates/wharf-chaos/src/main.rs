@@ -32,7 +32,8 @@ struct Args {
     /// Envelopes per producer (overrides the preset).
     #[arg(long)]
     envelopes_per_producer: Option<u64>,
-    /// Only these fault kinds (comma-separated: kill, pause, terminate, restart).
+    /// Only these fault kinds (comma-separated: kill, pause, terminate, restart, after_claim,
+    /// after_fence, after_answer).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Provider faults per thousand calls: refuse,tempfail,timeout.
@@ -100,6 +101,9 @@ async fn main() -> anyhow::Result<()> {
                 "pause" => Ok(FaultKind::Pause),
                 "terminate" => Ok(FaultKind::TerminateBackends),
                 "restart" => Ok(FaultKind::PostgresRestart),
+                "after_claim" => Ok(FaultKind::AfterClaim),
+                "after_fence" => Ok(FaultKind::AfterFence),
+                "after_answer" => Ok(FaultKind::AfterAnswer),
                 other => Err(anyhow::anyhow!("unknown fault kind {other:?}")),
             })
             .collect::<Result<_, _>>()?;

@@ -75,6 +75,8 @@ pub struct Replica {
     pub stopped: bool,
     /// Times it was started.
     pub starts: u32,
+    /// The fail point it is started with (`WHARF_FAIL_POINT`), if any.
+    fail_point: Option<String>,
 }
 
 fn signal(child: &Child, signal: i32) {
@@ -94,6 +96,28 @@ impl Replica {
             child: None,
             stopped: false,
             starts: 0,
+            fail_point: None,
+        };
+        replica.spawn()?;
+        Ok(replica)
+    }
+
+    /// Starts `wharf <args>` as `name` with the fail point `point` armed
+    /// (`WHARF_FAIL_POINT`): it exits at the first attempt that reaches it.
+    pub fn start_armed(
+        name: &str,
+        launch: &Launch,
+        args: &[&str],
+        point: &str,
+    ) -> anyhow::Result<Replica> {
+        let mut replica = Replica {
+            name: name.to_owned(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            launch: launch.clone(),
+            child: None,
+            stopped: false,
+            starts: 0,
+            fail_point: Some(point.to_owned()),
         };
         replica.spawn()?;
         Ok(replica)
@@ -106,9 +130,11 @@ impl Replica {
             .create(true)
             .append(true)
             .open(self.launch.dir.join(format!("{}.log", self.name)))?;
-        let child = self
-            .launch
-            .command(&data_dir)
+        let mut command = self.launch.command(&data_dir);
+        if let Some(point) = &self.fail_point {
+            command.env(wharf::outbox::FAIL_POINT_VAR, point);
+        }
+        let child = command
             .args(&self.args)
             .stdout(Stdio::null())
             .stderr(log)

@@ -203,6 +203,9 @@ pub fn kind_name(kind: FaultKind) -> &'static str {
         FaultKind::Pause => "SIGSTOP past the lease",
         FaultKind::TerminateBackends => "pg_terminate_backend",
         FaultKind::PostgresRestart => "PostgreSQL immediate restart",
+        FaultKind::AfterClaim => "a replica dies after a claim (fail point)",
+        FaultKind::AfterFence => "a replica dies after a fence (fail point)",
+        FaultKind::AfterAnswer => "a replica dies after the provider answered (fail point)",
     }
 }
 

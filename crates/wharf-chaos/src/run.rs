@@ -124,17 +124,43 @@ pub enum FaultKind {
     TerminateBackends,
     /// PostgreSQL `stop -m immediate`, down a while, started again (crash recovery).
     PostgresRestart,
+    /// An extra replica that dies at its first attempt whose claim committed, before the
+    /// adapter starts (the named point `after_claim`).
+    AfterClaim,
+    /// An extra replica that dies right after a fence passed, before the provider call
+    /// (`after_fence`).
+    AfterFence,
+    /// An extra replica that dies after the provider answered, before the result is recorded
+    /// (`after_answer`).
+    AfterAnswer,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 4] = [
+    pub const ALL: [FaultKind; 7] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::TerminateBackends,
         FaultKind::PostgresRestart,
+        FaultKind::AfterClaim,
+        FaultKind::AfterFence,
+        FaultKind::AfterAnswer,
     ];
+
+    /// The `WHARF_FAIL_POINT` a named-point kind arms.
+    fn fail_point(self) -> Option<&'static str> {
+        match self {
+            FaultKind::AfterClaim => Some("after_claim"),
+            FaultKind::AfterFence => Some("after_fence"),
+            FaultKind::AfterAnswer => Some("after_answer"),
+            _ => None,
+        }
+    }
 }
+
+/// How long a replica armed with a fail point may run without reaching it before it is
+/// stopped and the try is not counted (no work reached that point meanwhile).
+const FAIL_POINT_WAIT: Duration = Duration::from_secs(15);
 
 /// One injected fault.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -199,6 +225,8 @@ struct Shared {
     quiet: AtomicBool,
     enqueued: AtomicU64,
     cluster: wharf_pg::Cluster,
+    /// How a replica is started (for the fail-point replicas).
+    launch: Launch,
     settings: Settings,
     unexpected_exits: Mutex<Vec<String>>,
     samples: Mutex<Vec<Sample>>,
@@ -353,6 +381,7 @@ pub async fn run(
         quiet: AtomicBool::new(false),
         enqueued: AtomicU64::new(0),
         cluster,
+        launch: launch.clone(),
         settings: settings.clone(),
         unexpected_exits: Mutex::new(Vec::new()),
         samples: Mutex::new(Vec::new()),
@@ -551,7 +580,7 @@ async fn sample(shared: Arc<Shared>, pool: PgPool) {
             let faults: Vec<u32> = FaultKind::ALL.iter().map(|&k| shared.count(k)).collect();
             eprintln!(
                 "wharf-chaos: {second} s: {} enqueued, {} calls finished, faults \
-                 kill/pause/terminate/restart {faults:?}",
+                 kill/pause/terminate/restart/after_claim/after_fence/after_answer {faults:?}",
                 shared.enqueued.load(Ordering::Relaxed),
                 shared.recorder.finished.load(Ordering::Relaxed),
             );
@@ -592,7 +621,13 @@ async fn faults(shared: Arc<Shared>, pool: PgPool, kind: FaultKind) {
         }
         let wait = {
             let mean = settings.fault_interval_ms;
-            rand::thread_rng().gen_range(mean / 2..=mean + mean / 2)
+            if kind.fail_point().is_some() {
+                // A fail-point try needs work to reach its point, which only the load brings:
+                // four times as often, so the count is reached while the load lasts.
+                rand::thread_rng().gen_range(0..=mean / 2)
+            } else {
+                rand::thread_rng().gen_range(mean / 2..=mean + mean / 2)
+            }
         };
         tokio::time::sleep(Duration::from_millis(wait)).await;
         let at_us = shared.clock.now_us();
@@ -667,6 +702,23 @@ async fn faults(shared: Arc<Shared>, pool: PgPool, kind: FaultKind) {
                     shared.record(kind, at_us, format!("{killed} backends"));
                 }
             }
+            FaultKind::AfterClaim | FaultKind::AfterFence | FaultKind::AfterAnswer => {
+                let Some(point) = kind.fail_point() else {
+                    continue;
+                };
+                let n = shared.count(kind) + 1;
+                let name = format!("{point}-{n}");
+                let launch = shared.launch.clone();
+                let died = tokio::task::spawn_blocking(move || die_at(&launch, &name, point)).await;
+                match died {
+                    Ok(Ok(Some(target))) => shared.record(kind, at_us, target),
+                    // No work reached the point, and after the load none will come.
+                    Ok(Ok(None)) if shared.load_done.load(Ordering::SeqCst) => return,
+                    Ok(Ok(None)) => {}
+                    Ok(Err(e)) => eprintln!("wharf-chaos: fail point replica: {e}"),
+                    Err(e) => eprintln!("wharf-chaos: fail point replica panicked: {e}"),
+                }
+            }
             FaultKind::PostgresRestart => {
                 let [min, max] = settings.restart_down_ms;
                 let down = Duration::from_millis(rand::thread_rng().gen_range(min..=max));
@@ -681,6 +733,25 @@ async fn faults(shared: Arc<Shared>, pool: PgPool, kind: FaultKind) {
             }
         }
     }
+}
+
+/// Starts an extra `wharf work` replica armed with `point` and waits for it to die there.
+/// `Some(target)` when it did; `None` when it reached no such point in [`FAIL_POINT_WAIT`]
+/// (it is stopped then, and the try is not a fault).
+fn die_at(launch: &Launch, name: &str, point: &str) -> anyhow::Result<Option<String>> {
+    let mut replica = Replica::start_armed(name, launch, &["work"], point)?;
+    let deadline = Instant::now() + FAIL_POINT_WAIT;
+    while Instant::now() < deadline {
+        if let Some(status) = replica.exited() {
+            if status.code() == Some(wharf::outbox::FAIL_POINT_EXIT_CODE) {
+                return Ok(Some(name.to_owned()));
+            }
+            bail!("{name} exited with {status} before reaching {point}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    replica.stop();
+    Ok(None)
 }
 
 /// The lanes: emails (at-most-once), webhooks to a receiver that does not deduplicate, and

@@ -17,6 +17,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgPool;
 
+use super::fail_point::{self, FailPoint};
 use super::fences::Fences;
 use crate::store;
 
@@ -205,6 +206,7 @@ impl Fence<'_> {
             let left = Duration::from_millis(a.lease_ms).saturating_sub(claimed.elapsed());
             if left > Duration::from_millis(a.fence_margin_ms) {
                 a.fence = FenceStage::Passed;
+                fail_point::reached(FailPoint::AfterFence, a.action_id);
                 return Ok(());
             }
         }
@@ -232,6 +234,7 @@ impl Fence<'_> {
         };
         if passed {
             a.fence = FenceStage::Passed;
+            fail_point::reached(FailPoint::AfterFence, a.action_id);
             return Ok(());
         }
         a.fence = FenceStage::NotStarted;

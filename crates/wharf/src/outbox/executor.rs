@@ -36,6 +36,7 @@ use super::attempt::{Attempt, FenceStage};
 use super::caps::{Caps, KindCaps};
 use super::decide::{Claim, Ran, decide};
 use super::error::Error;
+use super::fail_point::{self, FailPoint};
 use super::fences::Fences;
 use super::kind::{ClaimBudget, Registry};
 use super::metrics;
@@ -590,10 +591,14 @@ impl Executor {
             give_back_on_abandon: false,
             fences,
         };
+        fail_point::reached(FailPoint::AfterClaim, row.id);
         let started = Instant::now();
         let call = AssertUnwindSafe(registered.adapter.execute(&mut attempt)).catch_unwind();
         let ran = match tokio::time::timeout(call_timeout, call).await {
-            Ok(Ok(outcome)) => Ran::Returned(outcome),
+            Ok(Ok(outcome)) => {
+                fail_point::reached(FailPoint::AfterAnswer, row.id);
+                Ran::Returned(outcome)
+            }
             Ok(Err(_panic)) => Ran::Panicked,
             Err(_elapsed) => Ran::TimedOut,
         };

@@ -34,6 +34,7 @@ mod caps;
 mod decide;
 mod error;
 mod executor;
+mod fail_point;
 mod fences;
 mod kind;
 pub mod metrics;
@@ -44,6 +45,7 @@ mod request;
 pub use attempt::{Attempt, Fence, FenceRefused};
 pub use decide::{DEFER_MS_MAX, READBACK_REF_BYTES_MAX};
 pub use error::Error;
+pub use fail_point::{FAIL_POINT_EXIT_CODE, FAIL_POINT_VAR};
 pub use executor::{
     CLAIM_BATCH_LIMIT, DrainReport, Executor, ExecutorConfig, NOTIFY_CHANNEL, SweepReport,
 };

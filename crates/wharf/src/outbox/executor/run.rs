@@ -96,6 +96,12 @@ impl Executor {
         let inner = &self.inner;
         let c = &inner.config;
         tokio::pin!(shutdown);
+        if let Some(point) = crate::outbox::fail_point::armed_name() {
+            tracing::warn!(
+                point,
+                "fail point armed: this replica exits at the first attempt that reaches it (fault injection only)"
+            );
+        }
 
         // The listener connects in its own task and keeps retrying: a database that is
         // restarting when `run` starts must not end it (polling covers the gap).
