@@ -206,7 +206,7 @@ impl Fence<'_> {
             let left = Duration::from_millis(a.lease_ms).saturating_sub(claimed.elapsed());
             if left > Duration::from_millis(a.fence_margin_ms) {
                 a.fence = FenceStage::Passed;
-                fail_point::reached(FailPoint::AfterFence, a.action_id);
+                fail_point::reached(FailPoint::Fenced, a.action_id);
                 return Ok(());
             }
         }
@@ -234,7 +234,7 @@ impl Fence<'_> {
         };
         if passed {
             a.fence = FenceStage::Passed;
-            fail_point::reached(FailPoint::AfterFence, a.action_id);
+            fail_point::reached(FailPoint::Fenced, a.action_id);
             return Ok(());
         }
         a.fence = FenceStage::NotStarted;

@@ -591,12 +591,12 @@ impl Executor {
             give_back_on_abandon: false,
             fences,
         };
-        fail_point::reached(FailPoint::AfterClaim, row.id);
+        fail_point::reached(FailPoint::Claimed, row.id);
         let started = Instant::now();
         let call = AssertUnwindSafe(registered.adapter.execute(&mut attempt)).catch_unwind();
         let ran = match tokio::time::timeout(call_timeout, call).await {
             Ok(Ok(outcome)) => {
-                fail_point::reached(FailPoint::AfterAnswer, row.id);
+                fail_point::reached(FailPoint::Answered, row.id);
                 Ran::Returned(outcome)
             }
             Ok(Err(_panic)) => Ran::Panicked,

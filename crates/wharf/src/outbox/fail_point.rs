@@ -21,26 +21,22 @@ pub const FAIL_POINT_VAR: &str = "WHARF_FAIL_POINT";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FailPoint {
     /// The claim committed; the adapter has not started (`after_claim`).
-    AfterClaim,
+    Claimed,
     /// The fence passed; the provider call is about to start (`after_fence`).
-    AfterFence,
+    Fenced,
     /// The adapter returned (the provider answered); the result is not recorded yet
     /// (`after_answer`).
-    AfterAnswer,
+    Answered,
 }
 
 impl FailPoint {
-    const ALL: [FailPoint; 3] = [
-        FailPoint::AfterClaim,
-        FailPoint::AfterFence,
-        FailPoint::AfterAnswer,
-    ];
+    const ALL: [FailPoint; 3] = [FailPoint::Claimed, FailPoint::Fenced, FailPoint::Answered];
 
     fn name(self) -> &'static str {
         match self {
-            FailPoint::AfterClaim => "after_claim",
-            FailPoint::AfterFence => "after_fence",
-            FailPoint::AfterAnswer => "after_answer",
+            FailPoint::Claimed => "after_claim",
+            FailPoint::Fenced => "after_fence",
+            FailPoint::Answered => "after_answer",
         }
     }
 }
@@ -53,7 +49,10 @@ pub(crate) fn armed() -> Option<FailPoint> {
         let value = std::env::var(FAIL_POINT_VAR).ok()?;
         let point = FailPoint::ALL.into_iter().find(|p| p.name() == value);
         if point.is_none() {
-            tracing::error!(value, "{FAIL_POINT_VAR} names no fail point; nothing is armed");
+            tracing::error!(
+                value,
+                "{FAIL_POINT_VAR} names no fail point; nothing is armed"
+            );
         }
         point
     })

@@ -45,10 +45,10 @@ mod request;
 pub use attempt::{Attempt, Fence, FenceRefused};
 pub use decide::{DEFER_MS_MAX, READBACK_REF_BYTES_MAX};
 pub use error::Error;
-pub use fail_point::{FAIL_POINT_EXIT_CODE, FAIL_POINT_VAR};
 pub use executor::{
     CLAIM_BATCH_LIMIT, DrainReport, Executor, ExecutorConfig, NOTIFY_CHANNEL, SweepReport,
 };
+pub use fail_point::{FAIL_POINT_EXIT_CODE, FAIL_POINT_VAR};
 pub use kind::{
     ATTEMPTS_MAX, Adapter, BACKOFF_CAP_MS_MAX, CALL_TIMEOUT_MS_MAX, ClaimBudget, ErrorCode,
     InvalidErrorCode, KindSpec, NAME_BYTES_MAX, Outcome, PAYLOAD_BYTES_LIMIT,
