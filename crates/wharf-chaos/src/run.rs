@@ -735,6 +735,18 @@ async fn faults(shared: Arc<Shared>, pool: PgPool, kind: FaultKind) {
     }
 }
 
+/// Actions not ended yet, or `None` while the database does not answer.
+async fn unended(pool: &PgPool) -> Option<u64> {
+    sqlx::query_scalar::<_, i64>(
+        "SELECT count(*) FROM wharf.action
+          WHERE state NOT IN ('DONE', 'UNCERTAIN', 'FAILED', 'CANCELLED')",
+    )
+    .fetch_one(pool)
+    .await
+    .ok()
+    .map(|n| n as u64)
+}
+
 /// Starts an extra `wharf work` replica armed with `point` and waits for it to die there.
 /// `Some(target)` when it did; `None` when it reached no such point in [`FAIL_POINT_WAIT`]
 /// (it is stopped then, and the try is not a fault).
@@ -838,9 +850,16 @@ async fn feed(
     let mut next = vec![1u64; lanes.len()];
     let mut out = Vec::with_capacity(shared.settings.actions as usize);
     while (out.len() as u64) < shared.settings.actions {
+        // Calls the sinks finished are a cheap lower bound of the work done; but an action can
+        // end without a call (a replica that died at its fence, a refusal before the call), so
+        // at the limit the database says how many are still unended.
         let in_flight = out.len() as u64 - shared.recorder.finished.load(Ordering::Relaxed);
-        if in_flight >= shared.settings.backlog_max {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        if in_flight >= shared.settings.backlog_max
+            && unended(&pool)
+                .await
+                .is_none_or(|n| n >= shared.settings.backlog_max)
+        {
+            tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         }
         let room = (shared.settings.actions - out.len() as u64) as usize;

@@ -145,12 +145,22 @@ enum Schema {
     AsIs,
 }
 
+/// Attempts in a row on which a connection answered with something other than PostgreSQL's
+/// protocol before that counts as a wrong address. A server that is down on a port
+/// in the ephemeral range can make a connect succeed to itself (a TCP self-connect: the client
+/// reads its own SSLRequest back, "unexpected response from SSLRequest: 0x00"), which the
+/// fault suite saw during PostgreSQL restarts; something else listening there answers the same
+/// way every time, and is still reported within a few seconds.
+const GARBLED_CONNECT_ATTEMPTS_MAX: u32 = 5;
+
 /// Why one attempt failed, and whether another can help.
 struct Failed {
     error: anyhow::Error,
     transient: bool,
     /// The connection itself failed (not a query or a migration on it).
     connecting: bool,
+    /// The peer did not speak PostgreSQL's protocol (see [`GARBLED_CONNECT_ATTEMPTS_MAX`]).
+    garbled: bool,
 }
 
 impl Failed {
@@ -159,6 +169,7 @@ impl Failed {
             transient: transient(&error),
             error: anyhow::Error::new(error).context(context),
             connecting: false,
+            garbled: false,
         }
     }
 
@@ -167,7 +178,9 @@ impl Failed {
     fn connect(error: sqlx::Error) -> Failed {
         let refused = matches!(&error, sqlx::Error::Io(io)
             if io.kind() == std::io::ErrorKind::ConnectionRefused);
+        let garbled = matches!(&error, sqlx::Error::Protocol(_));
         Failed {
+            garbled,
             transient: transient(&error),
             error: if refused {
                 anyhow::anyhow!(
@@ -298,6 +311,7 @@ impl Database {
         let started = Instant::now();
         let backoff = wait.backoff();
         let mut attempt: u32 = 0;
+        let mut garbled_in_a_row: u32 = 0;
         let (pool, applied, schema_migrations) = loop {
             attempt += 1;
             let tried = async {
@@ -312,7 +326,14 @@ impl Database {
             };
             let elapsed_ms = started.elapsed().as_millis() as u64;
             let left_ms = wait.deadline_ms.saturating_sub(elapsed_ms);
-            if !failed.transient {
+            garbled_in_a_row = if failed.garbled {
+                garbled_in_a_row + 1
+            } else {
+                0
+            };
+            let transient = failed.transient
+                || (failed.garbled && garbled_in_a_row < GARBLED_CONNECT_ATTEMPTS_MAX);
+            if !transient {
                 let what = if failed.connecting {
                     "cannot connect to PostgreSQL at"
                 } else {
@@ -451,6 +472,7 @@ async fn attempt_open(
             error: anyhow::anyhow!("no answer within {CONNECT_ATTEMPT_MS_MAX} ms"),
             transient: true,
             connecting: true,
+            garbled: false,
         })?
         .map_err(Failed::connect)?;
     let _ = probe.close().await;

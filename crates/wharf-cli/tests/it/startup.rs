@@ -96,6 +96,21 @@ async fn work_waits_for_a_database_that_comes_later_and_then_runs() {
     }
     assert!(child.try_wait().unwrap().is_none(), "{}", log.text());
 
+    // A connection that reads back its own bytes, as a self-connect to a port whose server is
+    // down does (the fault suite saw it during restarts): retried, not taken for a wrong address.
+    forwarder.set(Forwarding::Echo);
+    let before = log.text().matches("SSLRequest").count();
+    let started = Instant::now();
+    while log.text().matches("SSLRequest").count() < before + 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{}",
+            log.text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(child.try_wait().unwrap().is_none(), "{}", log.text());
+
     // The database arrives: the worker migrates (nothing to do), starts, and runs an action.
     forwarder.set(Forwarding::Forward);
     log.wait_for(&["PostgreSQL answered", "wharf working"], 30_000)
@@ -150,6 +165,41 @@ async fn work_gives_up_at_its_start_up_deadline_naming_host_and_port() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Something that is not PostgreSQL at the address answers the same way every time: reported
+/// after a few attempts, long before the start-up deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_reports_a_peer_that_never_speaks_postgresql_after_a_few_attempts() {
+    let port = free_port();
+    let _echo = Forwarder::start(port, String::new(), Forwarding::Echo).await;
+    let data = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let out = tokio::task::spawn_blocking(move || {
+        wharf()
+            .args(["work", "--startup-deadline-ms", "600000"])
+            .arg("--data-dir")
+            .arg(data.path())
+            .env(
+                "DATABASE_URL",
+                format!("postgres://wharf:x@127.0.0.1:{port}/wharf"),
+            )
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
+    assert!(stderr.contains("SSLRequest"), "{stderr}");
+    assert_eq!(
+        stderr.matches("waiting for PostgreSQL").count(),
+        4,
+        "four retries, then the fifth attempt's error: {stderr}"
+    );
+    assert!(took < Duration::from_secs(60), "{took:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -220,6 +220,9 @@ pub fn postgres_process_under(dir: &Path) -> bool {
 pub enum Forwarding {
     /// Accepts and resets it at once (`Connection reset by peer`, as a restarting server does).
     Reset,
+    /// Sends back what the client sends, as a TCP self-connect does (a server down on a port
+    /// in the ephemeral range: the client connects to itself and reads its own SSLRequest).
+    Echo,
     /// Forwards it to the real server.
     Forward,
 }
@@ -245,6 +248,12 @@ impl Forwarder {
                     Forwarding::Reset => {
                         let _ = client.set_zero_linger();
                         drop(client);
+                    }
+                    Forwarding::Echo => {
+                        tokio::spawn(async move {
+                            let (mut read, mut write) = client.split();
+                            let _ = tokio::io::copy(&mut read, &mut write).await;
+                        });
                     }
                     Forwarding::Forward => {
                         let upstream = upstream.clone();
