@@ -615,8 +615,10 @@ async fn sample(shared: Arc<Shared>, pool: PgPool) {
 async fn faults(shared: Arc<Shared>, pool: PgPool, kind: FaultKind) {
     let settings = &shared.settings;
     loop {
-        if shared.load_done.load(Ordering::SeqCst) && shared.count(kind) >= settings.faults_per_kind
-        {
+        // A fail-point replica leaves what it claimed behind for a lease each time, so those
+        // stop at their count; the others go on while the load lasts.
+        let enough = shared.count(kind) >= settings.faults_per_kind;
+        if enough && (kind.fail_point().is_some() || shared.load_done.load(Ordering::SeqCst)) {
             return;
         }
         let wait = {
