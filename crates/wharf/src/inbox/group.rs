@@ -246,13 +246,7 @@ async fn attempt(
     jobs: &[Job],
 ) -> Result<Vec<Answered>, CommitError> {
     let before = CommitError::before_commit;
-    // Generic plans, set in the BEGIN itself (no extra round trip): with arrays for parameters
-    // the planner kept choosing custom plans and planned every statement of every group anew,
-    // about a millisecond a request when requests come one at a time (BENCHMARKS.md, issue 19).
-    let mut tx = pool
-        .begin_with("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan")
-        .await
-        .map_err(before)?;
+    let mut tx = pool.begin().await.map_err(before)?;
     bump(&counters.stream_transactions);
 
     // Step 7: the streams, each once, locked in stream id order.
