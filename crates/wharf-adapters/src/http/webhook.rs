@@ -228,6 +228,14 @@ impl Adapter for WebhookAdapter {
         self.parse(payload).map(|_| ())
     }
 
+    /// No: an attempt that finds an earlier write mark ends UNCERTAIN for a receiver that does
+    /// not deduplicate, so the mark must mean "the request may have gone out", which only the
+    /// fence right before it can say. With the claim as the fence, every holder that died
+    /// after its claim left such endings behind (RELIABILITY.md, finding 8).
+    fn claim_may_fence(&self) -> bool {
+        false
+    }
+
     async fn execute(&self, attempt: &mut Attempt) -> Outcome {
         let started = Instant::now();
         let (payload, url) = match self.parse(attempt.payload()) {

@@ -517,8 +517,8 @@ impl Executor {
         }
     }
 
-    /// The kinds among `kinds` whose claim is their fence: not at-most-once, with
-    /// `fence_with_claim` on, and never under a test clock (the claim-as-fence check reads the
+    /// The kinds among `kinds` whose claim is their fence: not at-most-once, whose adapter
+    /// allows it (`Adapter::claim_may_fence`), with `fence_with_claim` on, and never under a test clock (the claim-as-fence check reads the
     /// monotonic clock, which a test clock does not move).
     fn claim_fence_kinds<'k>(&self, kinds: &[&'k str], now: Option<DateTime<Utc>>) -> Vec<&'k str> {
         if !self.inner.config.fence_with_claim || now.is_some() {
@@ -531,7 +531,7 @@ impl Executor {
                 self.inner
                     .registry
                     .get(k)
-                    .is_some_and(|r| !r.spec.at_most_once)
+                    .is_some_and(|r| !r.spec.at_most_once && r.adapter.claim_may_fence())
             })
             .collect()
     }

@@ -282,6 +282,17 @@ pub trait Adapter: Send + Sync + 'static {
         let _ = tenants;
     }
 
+    /// Whether the claim may be this kind's fence (kinds that are not at-most-once only; see
+    /// `ExecutorConfig::fence_with_claim`): the claim then records `write_started_at` and
+    /// [`Fence::begin_write`](super::Fence::begin_write) answers without a round trip. The
+    /// price: a holder that dies anywhere in its attempt leaves the mark, so the next attempt
+    /// sees [`Attempt::write_started`]. Answer `false` when that would make the next attempt
+    /// give up rather than call again (an adapter that ends UNCERTAIN instead of repeating a
+    /// call that may have happened): its fence then records the mark just before the call.
+    fn claim_may_fence(&self) -> bool {
+        true
+    }
+
     /// Carries out one attempt.
     async fn execute(&self, attempt: &mut Attempt) -> Outcome;
 }

@@ -31,6 +31,26 @@ async fn the_claim_is_the_fence_of_a_kind_that_is_not_at_most_once() {
     assert!(v.write_started_at.is_some(), "the claim recorded the mark");
 }
 
+/// An adapter that declines the claim as its fence (the webhook kind: RELIABILITY.md finding 8)
+/// gets a claim without the mark, and its own fence records it just before the call.
+#[tokio::test]
+async fn an_adapter_that_declines_the_claim_as_fence_fences_on_its_own() {
+    let db = TestDb::new().await;
+    let (registry, fake, ..) = registry();
+    fake.claim_may_fence
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
+    // With every fence statement failing, the attempt is refused at its fence (so it asked the
+    // database: the claim was not its fence), and the claim left no mark behind.
+    fail_updates_matching(&db.pool, FENCE_STATEMENT, 0).await;
+    assert_eq!(executor(&db.pool, &registry).run_once().await.unwrap(), 1);
+    let fence = fake.seen()[0].fence.clone().unwrap_or_default();
+    assert!(fence.starts_with("Database"), "{:?}", fake.seen());
+    let v = view(&db.pool, id).await;
+    assert_eq!(v.state, ActionState::Admitted);
+    assert!(v.write_started_at.is_none());
+}
+
 #[tokio::test]
 async fn a_fence_that_cannot_reach_the_database_gives_the_action_back_at_once() {
     let db = TestDb::new().await;

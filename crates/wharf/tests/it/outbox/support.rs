@@ -57,6 +57,8 @@ pub struct Fake {
     pub budget: Mutex<ClaimBudget>,
     /// The tenants `claimed` was told, one entry per call.
     pub claimed: Mutex<Vec<Vec<Option<String>>>>,
+    /// What `claim_may_fence` answers.
+    pub claim_may_fence: std::sync::atomic::AtomicBool,
 }
 
 impl Fake {
@@ -75,6 +77,7 @@ impl Fake {
             seen: Mutex::new(Vec::new()),
             budget: Mutex::new(ClaimBudget::Unlimited),
             claimed: Mutex::new(Vec::new()),
+            claim_may_fence: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -111,6 +114,11 @@ impl Adapter for Fake {
 
     fn claim_budget(&self) -> ClaimBudget {
         self.budget.lock().unwrap().clone()
+    }
+
+    fn claim_may_fence(&self) -> bool {
+        self.claim_may_fence
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn claimed(&self, tenants: &[Option<&str>]) {
