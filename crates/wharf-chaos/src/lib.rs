@@ -1,8 +1,9 @@
 //! wharf under faults: a harness that runs real `wharf work` replicas and `wharf serve` (the
 //! built binary) on one ephemeral PostgreSQL cluster, with a recording webhook receiver and
 //! SMTP relay on loopback, injects faults at random moments — kill -9 and restart, SIGSTOP
-//! past the lease, `pg_terminate_backend`, PostgreSQL immediate restarts, providers answering
-//! 4xx/5xx or stalling past the timeout — while an outbox feeder enqueues and inbox producers
+//! past the lease, `pg_terminate_backend`, PostgreSQL immediate restarts, replicas that die at
+//! named points of an attempt, network cuts between the replicas and the providers, providers
+//! answering 4xx/5xx or stalling past the timeout — while an outbox feeder enqueues and inbox producers
 //! send shuffled streams with retries; then checks the sinks' logs and the database
 //! ([`check`]).
 //!
@@ -17,3 +18,4 @@ pub mod procs;
 pub mod report;
 pub mod run;
 pub mod sink;
+pub mod wire;

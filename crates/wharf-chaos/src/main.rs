@@ -33,7 +33,7 @@ struct Args {
     #[arg(long)]
     envelopes_per_producer: Option<u64>,
     /// Only these fault kinds (comma-separated: kill, pause, terminate, restart, after_claim,
-    /// after_fence, after_answer).
+    /// after_fence, after_answer, cut).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Provider faults per thousand calls: refuse,tempfail,timeout.
@@ -104,6 +104,7 @@ async fn main() -> anyhow::Result<()> {
                 "after_claim" => Ok(FaultKind::AfterClaim),
                 "after_fence" => Ok(FaultKind::AfterFence),
                 "after_answer" => Ok(FaultKind::AfterAnswer),
+                "cut" => Ok(FaultKind::NetworkCut),
                 other => Err(anyhow::anyhow!("unknown fault kind {other:?}")),
             })
             .collect::<Result<_, _>>()?;

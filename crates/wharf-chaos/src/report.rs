@@ -206,6 +206,7 @@ pub fn kind_name(kind: FaultKind) -> &'static str {
         FaultKind::AfterClaim => "a replica dies after a claim (fail point)",
         FaultKind::AfterFence => "a replica dies after a fence (fail point)",
         FaultKind::AfterAnswer => "a replica dies after the provider answered (fail point)",
+        FaultKind::NetworkCut => "network cut to the providers (reset)",
     }
 }
 

@@ -22,6 +22,7 @@ use sqlx::{PgPool, Row as _};
 use crate::check::{self, ActionRow, AuditRow, Enqueued, Evidence, IdentityRow, SentEnvelope};
 use crate::procs::{Launch, Replica, run_once};
 use crate::sink::{self, Clock, FaultDice, Recorder, key_for};
+use crate::wire::Wire;
 
 /// The application name of the harness's own connections: the backend-kill fault spares them.
 const HARNESS_APPLICATION: &str = "wharf-chaos";
@@ -133,11 +134,14 @@ pub enum FaultKind {
     /// An extra replica that dies after the provider answered, before the result is recorded
     /// (`after_answer`).
     AfterAnswer,
+    /// The wires between the replicas and both providers are cut for a while: open connections
+    /// are reset, new ones refused with a reset (`wire.rs`).
+    NetworkCut,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::TerminateBackends,
@@ -145,6 +149,7 @@ impl FaultKind {
         FaultKind::AfterClaim,
         FaultKind::AfterFence,
         FaultKind::AfterAnswer,
+        FaultKind::NetworkCut,
     ];
 
     /// The `WHARF_FAIL_POINT` a named-point kind arms.
@@ -157,6 +162,10 @@ impl FaultKind {
         }
     }
 }
+
+/// How long a network cut lasts: uniform in this range, from shorter than a provider call's
+/// timeouts (a reset mid-call) to longer (connections refused for several tries).
+const NETWORK_CUT_MS: [u64; 2] = [300, 3_000];
 
 /// How long a replica armed with a fail point may run without reaching it before it is
 /// stopped and the try is not counted (no work reached that point meanwhile).
@@ -227,6 +236,8 @@ struct Shared {
     cluster: wharf_pg::Cluster,
     /// How a replica is started (for the fail-point replicas).
     launch: Launch,
+    /// The wires to the webhook receiver and to the SMTP relay.
+    wires: [Wire; 2],
     settings: Settings,
     unexpected_exits: Mutex<Vec<String>>,
     samples: Mutex<Vec<Sample>>,
@@ -331,11 +342,19 @@ pub async fn run(
     )
     .await?;
 
+    // The replicas reach the providers only through the wires, which the network cut cuts.
+    let http_wire = Wire::start(http.base.trim_start_matches("http://").to_owned()).await?;
+    let smtp_wire = Wire::start(format!("127.0.0.1:{}", smtp.port)).await?;
+    let provider_base = format!("http://127.0.0.1:{}", http_wire.port);
+
     let serve_port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
     let config = dir.join("wharf.toml");
-    std::fs::write(&config, config_file(&settings, &http.base, smtp.port))?;
+    std::fs::write(
+        &config,
+        config_file(&settings, &provider_base, smtp_wire.port),
+    )?;
     let launch = Launch {
         wharf: wharf.clone(),
         config,
@@ -382,6 +401,7 @@ pub async fn run(
         enqueued: AtomicU64::new(0),
         cluster,
         launch: launch.clone(),
+        wires: [http_wire, smtp_wire],
         settings: settings.clone(),
         unexpected_exits: Mutex::new(Vec::new()),
         samples: Mutex::new(Vec::new()),
@@ -394,7 +414,7 @@ pub async fn run(
     }
     let watcher = tokio::spawn(watch(shared.clone()));
     let sampler = tokio::spawn(sample(shared.clone(), pool.clone()));
-    let feeder = tokio::spawn(feed(shared.clone(), pool.clone(), http.base.clone()));
+    let feeder = tokio::spawn(feed(shared.clone(), pool.clone(), provider_base.clone()));
     let mut producers = Vec::new();
     for (device, token) in credentials {
         producers.push(tokio::spawn(produce(
@@ -580,7 +600,7 @@ async fn sample(shared: Arc<Shared>, pool: PgPool) {
             let faults: Vec<u32> = FaultKind::ALL.iter().map(|&k| shared.count(k)).collect();
             eprintln!(
                 "wharf-chaos: {second} s: {} enqueued, {} calls finished, faults \
-                 kill/pause/terminate/restart/after_claim/after_fence/after_answer {faults:?}",
+                 kill/pause/terminate/restart/after_claim/after_fence/after_answer/cut {faults:?}",
                 shared.enqueued.load(Ordering::Relaxed),
                 shared.recorder.finished.load(Ordering::Relaxed),
             );
@@ -720,6 +740,13 @@ async fn faults(shared: Arc<Shared>, pool: PgPool, kind: FaultKind) {
                     Ok(Err(e)) => eprintln!("wharf-chaos: fail point replica: {e}"),
                     Err(e) => eprintln!("wharf-chaos: fail point replica panicked: {e}"),
                 }
+            }
+            FaultKind::NetworkCut => {
+                let [min, max] = NETWORK_CUT_MS;
+                let down = Duration::from_millis(rand::thread_rng().gen_range(min..=max));
+                let [http, smtp] = &shared.wires;
+                tokio::join!(http.cut(down), smtp.cut(down));
+                shared.record(kind, at_us, format!("cut {down:?}"));
             }
             FaultKind::PostgresRestart => {
                 let [min, max] = settings.restart_down_ms;
