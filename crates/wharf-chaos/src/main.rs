@@ -33,7 +33,7 @@ struct Args {
     #[arg(long)]
     envelopes_per_producer: Option<u64>,
     /// Only these fault kinds (comma-separated: kill, pause, terminate, restart, after_claim,
-    /// after_fence, after_answer, cut).
+    /// after_fence, after_answer, cut, sigterm).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Provider faults per thousand calls: refuse,tempfail,timeout.
@@ -105,6 +105,7 @@ async fn main() -> anyhow::Result<()> {
                 "after_fence" => Ok(FaultKind::AfterFence),
                 "after_answer" => Ok(FaultKind::AfterAnswer),
                 "cut" => Ok(FaultKind::NetworkCut),
+                "sigterm" => Ok(FaultKind::Sigterm),
                 other => Err(anyhow::anyhow!("unknown fault kind {other:?}")),
             })
             .collect::<Result<_, _>>()?;

@@ -77,6 +77,8 @@ pub struct Replica {
     pub starts: u32,
     /// The fail point it is started with (`WHARF_FAIL_POINT`), if any.
     fail_point: Option<String>,
+    /// SIGTERM was sent and the process is shutting down: its exit is expected.
+    pub terminating: bool,
 }
 
 fn signal(child: &Child, signal: i32) {
@@ -97,6 +99,7 @@ impl Replica {
             stopped: false,
             starts: 0,
             fail_point: None,
+            terminating: false,
         };
         replica.spawn()?;
         Ok(replica)
@@ -118,6 +121,7 @@ impl Replica {
             stopped: false,
             starts: 0,
             fail_point: Some(point.to_owned()),
+            terminating: false,
         };
         replica.spawn()?;
         Ok(replica)
@@ -165,6 +169,22 @@ impl Replica {
             let _ = child.wait();
         }
         self.spawn()
+    }
+
+    /// SIGTERM: the process shuts down gracefully (gives back what it holds, lets running
+    /// attempts finish); [`Replica::restart`] once it exited.
+    pub fn terminate(&mut self) {
+        if let Some(child) = &self.child {
+            signal(child, libc::SIGCONT);
+            signal(child, libc::SIGTERM);
+            self.terminating = true;
+        }
+    }
+
+    /// Starts it again after it exited (reaped by [`Replica::exited`]), or kills it first.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.terminating = false;
+        self.kill_and_restart()
     }
 
     /// SIGSTOP: the process keeps its connections and its leases but does nothing.

@@ -207,6 +207,7 @@ pub fn kind_name(kind: FaultKind) -> &'static str {
         FaultKind::AfterFence => "a replica dies after a fence (fail point)",
         FaultKind::AfterAnswer => "a replica dies after the provider answered (fail point)",
         FaultKind::NetworkCut => "network cut to the providers (reset)",
+        FaultKind::Sigterm => "SIGTERM (graceful stop) + restart",
     }
 }
 

@@ -137,11 +137,14 @@ pub enum FaultKind {
     /// The wires between the replicas and both providers are cut for a while: open connections
     /// are reset, new ones refused with a reset (`wire.rs`).
     NetworkCut,
+    /// SIGTERM of a random replica (`serve` included): a graceful shutdown in the middle of the
+    /// load, then a restart. It must exit cleanly and lose nothing.
+    Sigterm,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::TerminateBackends,
@@ -150,6 +153,7 @@ impl FaultKind {
         FaultKind::AfterFence,
         FaultKind::AfterAnswer,
         FaultKind::NetworkCut,
+        FaultKind::Sigterm,
     ];
 
     /// The `WHARF_FAIL_POINT` a named-point kind arms.
@@ -578,6 +582,9 @@ async fn watch(shared: Arc<Shared>) {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let mut replicas = shared.replicas.lock().unwrap_or_else(|e| e.into_inner());
         for replica in replicas.iter_mut() {
+            if replica.terminating {
+                continue;
+            }
             if let Some(status) = replica.exited() {
                 shared
                     .unexpected_exits
@@ -600,7 +607,7 @@ async fn sample(shared: Arc<Shared>, pool: PgPool) {
             let faults: Vec<u32> = FaultKind::ALL.iter().map(|&k| shared.count(k)).collect();
             eprintln!(
                 "wharf-chaos: {second} s: {} enqueued, {} calls finished, faults \
-                 kill/pause/terminate/restart/after_claim/after_fence/after_answer/cut {faults:?}",
+                 kill/pause/terminate/restart/after_claim/after_fence/after_answer/cut/sigterm {faults:?}",
                 shared.enqueued.load(Ordering::Relaxed),
                 shared.recorder.finished.load(Ordering::Relaxed),
             );
@@ -740,6 +747,38 @@ async fn faults(shared: Arc<Shared>, pool: PgPool, kind: FaultKind) {
                     Ok(Err(e)) => eprintln!("wharf-chaos: fail point replica: {e}"),
                     Err(e) => eprintln!("wharf-chaos: fail point replica panicked: {e}"),
                 }
+            }
+            FaultKind::Sigterm => {
+                let (i, name) = {
+                    let mut replicas = shared.replicas.lock().unwrap_or_else(|e| e.into_inner());
+                    let i = rand::thread_rng().gen_range(0..replicas.len());
+                    replicas[i].terminate();
+                    (i, replicas[i].name.clone())
+                };
+                // Its graceful shutdown: give-backs, the grace for running attempts (2 s), then
+                // the exit; bounded, after which it is killed (and that is reported).
+                let deadline = Instant::now() + Duration::from_secs(20);
+                let status = loop {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let mut replicas = shared.replicas.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(status) = replicas[i].exited() {
+                        let _ = replicas[i].restart();
+                        break Some(status);
+                    }
+                    if Instant::now() > deadline {
+                        let _ = replicas[i].restart();
+                        break None;
+                    }
+                };
+                match status {
+                    Some(status) if status.success() => {}
+                    other => shared
+                        .unexpected_exits
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(format!("{name} after SIGTERM: {other:?}")),
+                }
+                shared.record(kind, at_us, name);
             }
             FaultKind::NetworkCut => {
                 let [min, max] = NETWORK_CUT_MS;
