@@ -76,6 +76,47 @@ async fn envelopes_in_order_are_accepted_acknowledged_and_answered_on_the_reply_
         .unwrap();
     let info = consumer.info().await.unwrap();
     assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
+    // The bounds the broker enforces for this consumer.
+    let config = fx.config("in-order");
+    assert_eq!(info.config.max_ack_pending, config.in_flight_max as i64);
+    assert_eq!(
+        info.config.ack_wait,
+        Duration::from_millis(config.ack_wait_ms)
+    );
+    assert_eq!(info.config.max_deliver, -1);
+    fx.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_peer_limiter_keys_on_the_consumer_and_a_limited_message_is_redelivered() {
+    let Some(url) = nats_url("consumer peer limit") else {
+        return;
+    };
+    // One message at once, then one every two seconds, for the whole consumer; addresses
+    // (HTTP's peers) stay unlimited.
+    let fx = Fx::with_inbox(
+        url,
+        wharf::inbox::InboxConfig {
+            consumer_limit: wharf::inbox::LimitPolicy {
+                rate_per_s: 0.5,
+                burst: 1,
+            },
+            ..crate::support::unlimited()
+        },
+    )
+    .await;
+    let running = fx.start(fx.config("limited")).await;
+    let (one, two) = (fx.envelope(), fx.envelope());
+    fx.publish(&one).await;
+    fx.publish(&two).await;
+    running.until("a nak for the limit", |s| s.naked >= 1).await;
+    assert_eq!(fx.identities().await, 1, "the limited message waits");
+    running.until("both acks", |s| s.acked == 2).await;
+    assert_eq!(fx.identities().await, 2);
+    assert_eq!(fx.cursor().await, 2);
+    // A 429 is not audited: one row per accepted envelope, nothing for the refusals.
+    assert_eq!(fx.audit().await.len(), 2);
+    running.stop().await;
     fx.cleanup().await;
 }
 
