@@ -416,13 +416,27 @@ impl Inbox {
         route: Route,
         body: &[u8],
     ) -> BatchResponse {
+        self.ingest_batch_from(correlation_id, Peer::Address(peer), bearer, route, body)
+            .await
+    }
+
+    /// [`Inbox::ingest_batch_correlated`] for any [`Peer`] (a broker consumer commits the
+    /// messages of one producer that arrived together as one batch).
+    pub async fn ingest_batch_from(
+        &self,
+        correlation_id: String,
+        peer: Peer,
+        bearer: &str,
+        route: Route,
+        body: &[u8],
+    ) -> BatchResponse {
         let whole = |head: Response| BatchResponse {
             head,
             items: Vec::new(),
         };
         let identity = match self
             .admit(
-                Peer::Address(peer),
+                peer,
                 bearer,
                 body.len(),
                 self.config.batch_body_bytes_max,
