@@ -26,18 +26,23 @@
 //!    limiter's wait for a 429. A lost ack redelivers the message, and the inbox answers
 //!    `ignore-duplicate`: no second identity.
 //!
-//! Order: messages of one producer stream are handled one after the other, in the order the
-//! broker delivered them, and different streams side by side. The stream is known only after
-//! authentication, so the lane key is what names it before: the subject (tenant, project) and
-//! the credential header (the producer). In-order envelopes are therefore decided in order
-//! (`in-order`, not `gap` then a fill), as a producer sending them one by one over HTTP sees.
+//! Order: messages of one producer stream are decided in the order the broker delivered them,
+//! and different streams side by side. The stream is known only after authentication, so the
+//! lane key is what names it before: the subject (tenant, project) and the credential header
+//! (the producer). In-order envelopes are therefore decided in order (`in-order`, not `gap`
+//! then a fill). The messages of a lane that arrived while its previous ones were being
+//! committed go through together, as one batch of the inbox's batch path
+//! ([`Inbox::ingest_batch_from`], one transaction, one answer per envelope), at most
+//! [`LANE_BATCH_MAX`] at a time: a lane costs one commit per batch, not per message. A batch
+//! the inbox could not decide as a whole (a message that is not a JSON object, a limit) is
+//! taken one message at a time instead, so a poison message never takes its neighbours along.
 //!
 //! Bounds: the broker delivers at most `in_flight_max` unsettled messages (the consumer's
 //! `max_ack_pending`), which are also the most handled at once; a pull asks for at most
 //! `fetch_batch_max`; `max_deliver` is unlimited, because a database down for an hour must not
 //! make the broker drop envelopes — a message that can never succeed is terminated instead.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,26 +91,47 @@ pub struct JetStreamStats {
     pub replied: u64,
 }
 
-/// One lock per producer stream with messages in hand (at most `in_flight_max` entries: an
-/// entry leaves with its stream's last message). tokio's mutex is fair, so waiters take it in
-/// the order they asked, which is the order the broker delivered.
+/// Most messages of one lane committed as one batch. 100 is where the batch endpoint's rate
+/// levels off (BENCHMARKS.md, inbox), and it keeps one stream lock short.
+pub const LANE_BATCH_MAX: usize = 100;
+
+/// The messages of each producer stream waiting for their turn (at most `in_flight_max` in all:
+/// the broker delivers no more), and whether a task is working through them. An entry leaves
+/// with its lane's last message.
 #[derive(Debug, Default)]
 struct Lanes {
-    locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    lanes: std::sync::Mutex<HashMap<String, Lane>>,
+}
+
+#[derive(Debug, Default)]
+struct Lane {
+    waiting: VecDeque<jetstream::Message>,
+    running: bool,
 }
 
 impl Lanes {
-    fn enter(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        locks.entry(key.to_owned()).or_default().clone()
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Lane>> {
+        self.lanes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn leave(&self, key: &str, lane: Arc<tokio::sync::Mutex<()>>) {
-        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        // The map's reference and this one: nobody else waits, so the entry can go.
-        if Arc::strong_count(&lane) == 2 {
-            locks.remove(key);
+    /// Queues `message`; `true` when the caller is to work through the lane.
+    fn push(&self, key: &str, message: jetstream::Message) -> bool {
+        let mut lanes = self.lock();
+        let lane = lanes.entry(key.to_owned()).or_default();
+        lane.waiting.push_back(message);
+        !std::mem::replace(&mut lane.running, true)
+    }
+
+    /// The lane's next messages (up to `n`), or `None` when it is empty and gone.
+    fn next(&self, key: &str, n: usize) -> Option<Vec<jetstream::Message>> {
+        let mut lanes = self.lock();
+        let lane = lanes.get_mut(key)?;
+        if lane.waiting.is_empty() {
+            lanes.remove(key);
+            return None;
         }
+        let take = n.min(lane.waiting.len());
+        Some(lane.waiting.drain(..take).collect())
     }
 }
 
@@ -336,8 +362,8 @@ impl JetStreamIngest {
         Ok(())
     }
 
-    /// Processes, replies, settles one message, after the messages of its stream delivered
-    /// before it.
+    /// Queues one message on its producer's lane; the first task to find the lane idle works
+    /// through it, batch after batch, in delivery order.
     async fn handle(&self, client: &async_nats::Client, message: jetstream::Message) {
         let key = format!(
             "{}\n{}",
@@ -348,31 +374,143 @@ impl JetStreamIngest {
                 .and_then(|h| h.get(AUTHORIZATION_HEADER))
                 .map_or("", |v| v.as_str())
         );
-        let lane = self.lanes.enter(&key);
-        // Waiting behind earlier messages of the stream counts against the ack wait, so the
-        // broker is told the message is being worked on (`+WPI`) every third of it; otherwise
-        // a long queue in one stream would be redelivered while it waits (harmless: a
-        // duplicate, but work done twice).
-        let turn = {
-            let lock = lane.clone().lock_owned();
-            tokio::pin!(lock);
-            loop {
-                tokio::select! {
-                    biased;
-                    turn = &mut lock => break turn,
-                    () = tokio::time::sleep(self.config.ack_wait() / 3) => {
-                        let _ = message.ack_with(AckKind::Progress).await;
-                    }
-                }
-            }
-        };
-        self.settle(client, message).await;
-        drop(turn);
-        self.lanes.leave(&key, lane);
+        if !self.lanes.push(&key, message) {
+            return;
+        }
+        let batch_max = self.batch_max();
+        while let Some(messages) = self.lanes.next(&key, batch_max) {
+            self.settle_batch(client, messages).await;
+        }
     }
 
-    async fn settle(&self, client: &async_nats::Client, message: jetstream::Message) {
-        let processed = self.process(&message.message).await;
+    /// The most messages one batch may hold: [`LANE_BATCH_MAX`], and never more than the
+    /// inbox takes in a batch or its identity limiter's burst can cover (past which it would
+    /// refuse the whole batch).
+    fn batch_max(&self) -> usize {
+        let inbox = self.inbox.config();
+        let burst = if inbox.identity_limit.is_unlimited() {
+            usize::MAX
+        } else {
+            usize::try_from(inbox.identity_limit.burst).unwrap_or(usize::MAX)
+        };
+        LANE_BATCH_MAX
+            .min(inbox.batch_envelopes_max)
+            .min(burst)
+            .max(1)
+    }
+
+    /// Decides `messages` (one lane's, in order) together, then replies to and settles each.
+    async fn settle_batch(&self, client: &async_nats::Client, messages: Vec<jetstream::Message>) {
+        let together = messages.len() > 1
+            && messages.iter().all(|m| {
+                m.payload.len() <= self.message_bytes_max
+                    && m.payload.first() == Some(&b'{')
+                    && serde_json::from_slice::<&serde_json::value::RawValue>(&m.payload).is_ok()
+            })
+            && messages.iter().map(|m| m.payload.len() + 1).sum::<usize>() + 16
+                <= self.inbox.config().batch_body_bytes_max;
+        if together && let Some(answers) = self.process_batch(&messages).await {
+            for (message, processed) in messages.into_iter().zip(answers) {
+                self.finish(client, message, processed).await;
+            }
+            return;
+        }
+        for message in messages {
+            let processed = self.process(&message.message).await;
+            self.finish(client, message, processed).await;
+        }
+    }
+
+    /// One batch through the inbox: an answer per message, or `None` when the inbox answered
+    /// the batch as a whole in a way that would not be each message's own answer (then each is
+    /// taken alone). A whole-batch 401, 429 or 503 is each message's answer.
+    async fn process_batch(&self, messages: &[jetstream::Message]) -> Option<Vec<Processed>> {
+        let first = messages.first()?;
+        let correlation_id = new_correlation_id();
+        let bearer = first
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(AUTHORIZATION_HEADER))
+            .and_then(|v| bearer_token(v.as_str()))
+            .unwrap_or_default();
+        let route = self.pattern.route(first.subject.as_str());
+        let mut body = b"{\"envelopes\":[".to_vec();
+        for (i, m) in messages.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(&m.payload);
+        }
+        body.extend_from_slice(b"]}");
+        let nak_delay = Duration::from_millis(self.config.nak_delay_ms);
+        let pipeline = self.inbox.ingest_batch_from(
+            correlation_id.clone(),
+            self.peer.clone(),
+            bearer,
+            route,
+            &body,
+        );
+        let whole = |answer: Response| {
+            let settlement = answer::settlement(&answer, nak_delay);
+            messages
+                .iter()
+                .map(|_| Processed {
+                    settlement,
+                    answer: answer.clone(),
+                })
+                .collect()
+        };
+        let Ok(batch) =
+            tokio::time::timeout(Duration::from_millis(self.config.pipeline_ms_max), pipeline)
+                .await
+        else {
+            tracing::warn!(%correlation_id, consumer = %self.config.peer_name(),
+                "the pipeline overran pipeline_ms_max; nak'ed, outcome unknown");
+            return Some(whole(Response {
+                status: Status::Unavailable,
+                reason: "pipeline-timeout",
+                correlation_id,
+                acknowledged_sequence: None,
+                retry_after_s: None,
+                original: None,
+            }));
+        };
+        match batch.head.status {
+            Status::Decided if batch.items.len() == messages.len() => Some(
+                batch
+                    .items
+                    .into_iter()
+                    .map(|item| {
+                        let answer = Response {
+                            status: Status::Outcome(item.outcome),
+                            reason: item.reason,
+                            correlation_id: batch.head.correlation_id.clone(),
+                            acknowledged_sequence: batch.head.acknowledged_sequence,
+                            retry_after_s: None,
+                            original: item.original,
+                        };
+                        Processed {
+                            settlement: answer::settlement(&answer, nak_delay),
+                            answer,
+                        }
+                    })
+                    .collect(),
+            ),
+            Status::Unauthenticated | Status::RateLimited | Status::Unavailable => {
+                Some(whole(batch.head))
+            }
+            // Refused as a whole (not a list the inbox could read) or too large for it: each
+            // message gets its own answer instead.
+            _ => None,
+        }
+    }
+
+    async fn finish(
+        &self,
+        client: &async_nats::Client,
+        message: jetstream::Message,
+        processed: Processed,
+    ) {
         let reply_to = message
             .headers
             .as_ref()

@@ -405,3 +405,92 @@ async fn a_restarted_consumer_goes_on_where_the_durable_consumer_stopped() {
     assert_eq!(fx.audit().await.len(), 6, "nothing decided twice");
     fx.cleanup().await;
 }
+
+/// The stream with the consumer's filter, before any consumer: a backlog can wait in it.
+async fn stream_first(fx: &Fx) {
+    fx.js
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: fx.stream.clone(),
+            subjects: vec![format!("{}.*.*", fx.prefix)],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_backlog_is_committed_in_batches_in_delivery_order() {
+    let Some(url) = nats_url("backlog in batches") else {
+        return;
+    };
+    let fx = Fx::new(url).await;
+    stream_first(&fx).await;
+    let envelopes: Vec<_> = (0..30).map(|_| fx.envelope()).collect();
+    for envelope in &envelopes {
+        fx.publish(envelope).await;
+    }
+    let running = fx.start(fx.config("backlog")).await;
+    running.until("30 acks", |s| s.acked == 30).await;
+    assert_eq!(fx.identities().await, 30);
+    assert_eq!(fx.cursor().await, 30);
+    let audit = fx.audit().await;
+    assert!(
+        audit
+            .iter()
+            .all(|(o, r)| o == "accept-delayed" && r == "in-order"),
+        "{audit:?}"
+    );
+    // Envelopes decided together share their batch's correlation id.
+    let batches = fx
+        .count("SELECT count(DISTINCT correlation_id) FROM wharf.inbox_audit")
+        .await;
+    assert!(
+        batches < 30,
+        "{batches} commits for 30 envelopes: nothing was batched"
+    );
+    running.stop().await;
+    fx.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_poison_message_in_a_backlog_is_refused_alone() {
+    let Some(url) = nats_url("poison in a backlog") else {
+        return;
+    };
+    let fx = Fx::new(url).await;
+    stream_first(&fx).await;
+    let envelopes: Vec<_> = (0..10).map(|_| fx.envelope()).collect();
+    for envelope in &envelopes[..5] {
+        fx.publish(envelope).await;
+    }
+    let subject = fx.subject(TENANT, PROJECT);
+    fx.publish_raw(
+        &subject,
+        Some(&fx.token),
+        b"{\"not\": \"an envelope\"".to_vec(),
+    )
+    .await;
+    for envelope in &envelopes[5..] {
+        fx.publish(envelope).await;
+    }
+    let running = fx.start(fx.config("poison")).await;
+    running
+        .until("10 acks and a term", |s| s.acked == 10 && s.terminated == 1)
+        .await;
+    assert_eq!(fx.identities().await, 10);
+    assert_eq!(fx.cursor().await, 10);
+    let audit = fx.audit().await;
+    assert_eq!(audit.len(), 11, "{audit:?}");
+    assert_eq!(
+        audit.iter().filter(|(o, _)| o == "refuse-tampered").count(),
+        1,
+        "{audit:?}"
+    );
+    assert_eq!(
+        audit.iter().filter(|(_, r)| r == "in-order").count(),
+        10,
+        "{audit:?}"
+    );
+    running.stop().await;
+    fx.cleanup().await;
+}
