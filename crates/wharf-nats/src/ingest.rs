@@ -40,7 +40,10 @@
 //! Bounds: the broker delivers at most `in_flight_max` unsettled messages (the consumer's
 //! `max_ack_pending`), which are also the most handled at once; a pull asks for at most
 //! `fetch_batch_max`; `max_deliver` is unlimited, because a database down for an hour must not
-//! make the broker drop envelopes — a message that can never succeed is terminated instead.
+//! make the broker drop envelopes — a message that can never succeed is terminated instead. A
+//! message waiting behind its lane's earlier batches ages toward the ack wait as well; should
+//! the broker redeliver it meanwhile, the second copy is answered `ignore-duplicate` (work
+//! done twice, nothing stored twice).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -91,8 +94,9 @@ pub struct JetStreamStats {
     pub replied: u64,
 }
 
-/// Most messages of one lane committed as one batch. 100 is where the batch endpoint's rate
-/// levels off (BENCHMARKS.md, inbox), and it keeps one stream lock short.
+/// Most messages of one lane committed as one batch: the batch size `wharf bench inbox`
+/// measures the batch endpoint with, small enough that one stream lock is held briefly and
+/// that the lane's later messages do not wait long behind it.
 pub const LANE_BATCH_MAX: usize = 100;
 
 /// The messages of each producer stream waiting for their turn (at most `in_flight_max` in all:
