@@ -92,7 +92,12 @@ pub fn registry(config: &Config) -> anyhow::Result<Registry> {
         },
         DELIVERY_TENANTS_MAX,
     );
-    let envelope = envelope_adapter(config, sender)?.with_budget(Arc::new(budget));
+    // `nats://` destinations publish to JetStream; nothing connects until the first one.
+    let envelope = envelope_adapter(config, sender)?
+        .with_budget(Arc::new(budget))
+        .with_jetstream(Arc::new(wharf_nats::Publisher::new(
+            wharf_nats::PublisherConfig::default(),
+        )));
     registry.register(Arc::new(envelope))?;
     Ok(registry)
 }

@@ -30,6 +30,17 @@
 //! url = "https://b.example/v1/tenants/acme/projects/web/envelopes"  # or any prefix of it
 //! bearer_token_env = "WHARF_B_TOKEN"    # or bearer_token = "…" (keep the file private)
 //! ```
+//!
+//! # JetStream destinations
+//!
+//! A destination `nats://host:port/<subject>` is published to that subject with
+//! `Nats-Msg-Id` = the event id and the entry's credential as `Authorization: Bearer …` (the
+//! receiving wharf's consumer reads it there), through [`wharf_nats::Publisher`]: the stream's
+//! publish acknowledgement is DONE (readback `jetstream <stream> <sequence>`). No answer, a
+//! lost connection or a missing stream is a retry: the stream deduplicates by message id
+//! within its window, and the receiving wharf by event id after it. A message larger than the
+//! server accepts is FAILED `jetstream_too_large`. Only configured destinations are reachable
+//! (the entry is the allow-list); the HTTP address guard does not apply to NATS servers.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,6 +79,10 @@ pub mod envelope_code {
     pub const PAYLOAD_INVALID: &str = "payload_invalid";
     /// No `[[envelope.destinations]]` entry covers the destination: nothing was sent.
     pub const CREDENTIAL_MISSING: &str = "destination_credential_missing";
+    /// A `nats://` destination, and the adapter was built without a JetStream publisher.
+    pub const JETSTREAM_MISSING: &str = "jetstream_not_configured";
+    /// The NATS server refused the message's size: no retry can help.
+    pub const JETSTREAM_TOO_LARGE: &str = "jetstream_too_large";
 }
 
 /// The `[envelope]` table of `wharf.toml`.
@@ -118,6 +133,7 @@ pub struct EnvelopeAdapter {
     sender: NetworkSender,
     credentials: Arc<Vec<Credential>>,
     budget: Option<Arc<DeliveryBudget>>,
+    jetstream: Option<Arc<wharf_nats::Publisher>>,
 }
 
 impl std::fmt::Debug for EnvelopeAdapter {
@@ -133,6 +149,7 @@ impl std::fmt::Debug for EnvelopeAdapter {
                     .collect::<Vec<_>>(),
             )
             .field("budget", &self.budget)
+            .field("jetstream", &self.jetstream.is_some())
             .finish()
     }
 }
@@ -155,9 +172,11 @@ impl EnvelopeAdapter {
             .map(|d| {
                 let prefix = Url::parse(&d.url)
                     .ok()
-                    .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+                    .filter(|u| {
+                        matches!(u.scheme(), "http" | "https" | "nats") && u.host().is_some()
+                    })
                     .ok_or_else(|| {
-                        Error::config(field, format!("{:?}: not an http(s) URL", d.url))
+                        Error::config(field, format!("{:?}: not an http(s) or nats URL", d.url))
                     })?;
                 let token = match (&d.bearer_token, &d.bearer_token_env) {
                     (Some(token), None) => token.clone(),
@@ -198,7 +217,67 @@ impl EnvelopeAdapter {
             sender,
             credentials: Arc::new(credentials),
             budget: None,
+            jetstream: None,
         })
+    }
+
+    /// Publishes `nats://` destinations with `publisher` (see the module docs).
+    pub fn with_jetstream(mut self, publisher: Arc<wharf_nats::Publisher>) -> EnvelopeAdapter {
+        self.jetstream = Some(publisher);
+        self
+    }
+
+    /// Fences, publishes to the subject the URL's path names, and reads the stream's answer.
+    async fn publish_jetstream(
+        &self,
+        attempt: &mut Attempt,
+        url: &Url,
+        authorization: &HeaderValue,
+        event_id: &str,
+        body: Vec<u8>,
+        started: Instant,
+    ) -> Outcome {
+        let failed = |c| Outcome::Failed { code: code(c) };
+        let Some(publisher) = &self.jetstream else {
+            return failed(envelope_code::JETSTREAM_MISSING);
+        };
+        let (Some(host), Ok(authorization)) = (url.host_str(), authorization.to_str()) else {
+            return failed(envelope_code::PAYLOAD_INVALID);
+        };
+        let server = format!("nats://{host}:{}", url.port().unwrap_or(4222));
+        let subject = url.path().trim_start_matches('/');
+        if let Err(refused) = attempt.fence().begin_write().await {
+            tracing::debug!(%refused, "fence refused; not publishing");
+            return Outcome::Abandoned;
+        }
+        let left = attempt
+            .call_timeout()
+            .saturating_sub(started.elapsed())
+            .saturating_sub(Duration::from_millis(super::CALL_RESERVE_MS));
+        let retry = |c: &str| Outcome::Retry {
+            after: None,
+            code: ErrorCode::new(format!("jetstream_{c}"))
+                .unwrap_or(ErrorCode::from_static("jetstream_failed")),
+        };
+        let headers = [("Authorization", authorization)];
+        let published = publisher.publish(&server, subject, event_id, &headers, body);
+        match tokio::time::timeout(left, published).await {
+            Ok(Ok(p)) => Outcome::Done {
+                readback_ref: Some(format!(
+                    "jetstream {} {}{}",
+                    p.stream,
+                    p.sequence,
+                    if p.duplicate { " duplicate" } else { "" }
+                )),
+            },
+            Ok(Err(wharf_nats::NatsError::Publish {
+                kind: "too_large", ..
+            })) => failed(envelope_code::JETSTREAM_TOO_LARGE),
+            Ok(Err(wharf_nats::NatsError::Publish { kind, .. })) => retry(kind),
+            Ok(Err(_)) => retry("connect"),
+            // The stream may hold it; a retry under the same message id is deduplicated.
+            Err(_) => retry("timeout"),
+        }
     }
 
     /// Applies the per-tenant delivery rate limit (SPEC §3.8), checked before claiming: the
@@ -279,6 +358,10 @@ impl Adapter for EnvelopeAdapter {
         // is resolved, at every attempt.
         let url = Url::parse(&delivery.destination_url)
             .map_err(|_| "destination_url: not an absolute URL".to_owned())?;
+        if url.scheme() == "nats" {
+            // Not a network-guard question: only configured destinations have a credential.
+            return Ok(());
+        }
         if let Some(ip) = url.host_str().and_then(literal_ip) {
             self.sender
                 .guard()
@@ -325,6 +408,12 @@ impl Adapter for EnvelopeAdapter {
         let Some(authorization) = self.credential(&url).cloned() else {
             return failed(envelope_code::CREDENTIAL_MISSING);
         };
+        if url.scheme() == "nats" {
+            let event_id = delivery.envelope.event_id.clone();
+            return self
+                .publish_jetstream(attempt, &url, &authorization, &event_id, body, started)
+                .await;
+        }
         let destination = match self.sender.check_destination(&url).await {
             Ok(destination) => destination,
             Err(verdict) => return outcome(verdict),
@@ -422,6 +511,17 @@ mod tests {
             Some("Bearer origin-token")
         );
         assert_eq!(got("https://c.example/v1/"), None);
+        // A NATS server is a destination like any other: its entry covers its subjects.
+        let nats = EnvelopeAdapter::new(
+            sender(),
+            &EnvelopeConfig {
+                destinations: vec![dest("nats://127.0.0.1:4222/", Some("nats-token"), None)],
+            },
+        )
+        .unwrap();
+        assert!(nats.has_credential_for("nats://127.0.0.1:4222/wharf.inbox.acme.web"));
+        assert!(!nats.has_credential_for("nats://127.0.0.1:4223/wharf.inbox.acme.web"));
+        assert!(!nats.has_credential_for("https://127.0.0.1:4222/wharf.inbox.acme.web"));
         assert!(!format!("{a:?} {config:?}").contains("token\""));
         assert!(!format!("{config:?}").contains("acme-token"));
     }
@@ -487,6 +587,11 @@ mod tests {
         assert_eq!(a.validate(&payload("https://8.8.8.8/v1/")), Ok(()));
         assert!(a.validate(&payload("http://10.0.0.1/v1/")).is_err());
         assert!(a.validate(&payload("http://[::1]/v1/")).is_err());
+        // Only configured NATS servers have a credential; the HTTP address guard is not theirs.
+        assert_eq!(
+            a.validate(&payload("nats://127.0.0.1:4222/wharf.inbox.acme.web")),
+            Ok(())
+        );
     }
 
     #[test]

@@ -7,6 +7,12 @@
 //! to it *before* it is sent and cleared only after a decision, so a run that ends without one
 //! (network down, killed) leaves it pending and the next run re-sends those same bytes first —
 //! never a new envelope under the same sequence.
+//!
+//! With `--nats URL --subject S` the envelope is published to a JetStream subject instead
+//! (credential in `Authorization`, `Nats-Msg-Id` = the event id, a reply subject for the
+//! answer): the stream stores it, and the answer of the wharf consuming that stream is printed
+//! as over HTTP. No answer within `--answer-timeout-ms` leaves the envelope pending (it is
+//! stored in the stream and will be decided when a consumer reads it).
 
 use std::path::{Path, PathBuf};
 
@@ -61,6 +67,97 @@ pub struct SendArgs {
     /// Print the answer as JSON.
     #[arg(long)]
     json: bool,
+    /// Publish to this NATS server's JetStream instead of HTTP (nats://host:port).
+    #[arg(long, value_name = "URL", requires = "subject")]
+    nats: Option<String>,
+    /// The subject to publish to (with --nats), e.g. wharf.inbox.acme.p1.
+    #[arg(long, value_name = "SUBJECT", requires = "nats")]
+    subject: Option<String>,
+    /// A NATS credentials file (with --nats).
+    #[arg(long, value_name = "FILE", requires = "nats")]
+    nats_credentials: Option<PathBuf>,
+    /// How long to wait for wharf's answer on the reply subject (with --nats), in ms.
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    answer_timeout_ms: u64,
+}
+
+/// An answer, from HTTP or from the reply subject.
+struct Decided {
+    outcome: String,
+    reason: String,
+    correlation_id: String,
+    acknowledged_sequence: u64,
+    attempts: u32,
+}
+
+impl Decided {
+    fn is_acknowledged(&self) -> bool {
+        matches!(
+            self.outcome.as_str(),
+            "accept-delayed" | "accept-reordered" | "ignore-duplicate"
+        )
+    }
+}
+
+/// Sends one envelope over HTTP, or publishes it to `--subject` on `--nats`.
+async fn deliver(
+    args: &SendArgs,
+    producer: &Producer,
+    envelope: &wharf::core::envelope::Envelope,
+) -> anyhow::Result<Decided> {
+    let (Some(url), Some(subject)) = (&args.nats, &args.subject) else {
+        let answer = producer.send(envelope).await?;
+        return Ok(Decided {
+            outcome: answer.outcome.as_str().to_owned(),
+            reason: answer.reason,
+            correlation_id: answer.correlation_id,
+            acknowledged_sequence: answer.acknowledged_sequence,
+            attempts: answer.attempts,
+        });
+    };
+    let nats = wharf_nats::NatsProducer::connect(url, args.nats_credentials.as_deref())
+        .await
+        .with_context(|| format!("--nats {url}"))?;
+    let wait = std::time::Duration::from_millis(args.answer_timeout_ms);
+    let (published, answer) = nats
+        .send(
+            subject,
+            &args.token,
+            &envelope.event_id,
+            envelope.to_canonical_json()?,
+            Some(wait),
+        )
+        .await?;
+    let Some(answer) = answer else {
+        bail!(
+            "stored in JetStream stream {} as message {}{}, but no answer from wharf within {} ms              (is a consumer of that stream running?); it stays pending",
+            published.stream,
+            published.sequence,
+            if published.duplicate {
+                " (a duplicate)"
+            } else {
+                ""
+            },
+            args.answer_timeout_ms
+        );
+    };
+    let text = |k: &str| answer.body[k].as_str().unwrap_or_default().to_owned();
+    let Some(outcome) = answer.body["outcome"].as_str() else {
+        bail!(
+            "wharf did not decide the envelope: {} {} ({}); correlation id {}",
+            answer.status,
+            text("code"),
+            text("reason"),
+            answer.correlation_id
+        );
+    };
+    Ok(Decided {
+        outcome: outcome.to_owned(),
+        reason: text("reason"),
+        correlation_id: text("correlation_id"),
+        acknowledged_sequence: answer.body["acknowledged_sequence"].as_u64().unwrap_or(0),
+        attempts: 1,
+    })
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -124,11 +221,11 @@ pub async fn run(_config: &Config, args: SendArgs) -> anyhow::Result<()> {
         bail!("give --sequence N, or --state FILE to continue a stream across runs");
     };
     let mut config = ProducerConfig::new(
-        args.url,
-        args.tenant,
-        args.project,
-        args.token,
-        args.key_id,
+        args.url.clone(),
+        args.tenant.clone(),
+        args.project.clone(),
+        args.token.clone(),
+        args.key_id.clone(),
         seed,
     );
     config.attempts_max = args.attempts_max;
@@ -138,31 +235,32 @@ pub async fn run(_config: &Config, args: SendArgs) -> anyhow::Result<()> {
             "re-sending the envelope of sequence {} left pending by an earlier run",
             pending.producer_sequence
         );
-        let answer = producer.send(&pending).await?;
-        eprintln!("{} ({})", answer.outcome.as_str(), answer.reason);
+        let answer = deliver(&args, &producer, &pending).await?;
+        eprintln!("{} ({})", answer.outcome, answer.reason);
         write_state(path, &state)?;
     }
-    let envelope = producer.envelope(&args.event_type, payload, args.idempotency_key)?;
+    let envelope = producer.envelope(&args.event_type, payload, args.idempotency_key.clone())?;
     if let Some(path) = &args.state {
         state.next_sequence = producer.next_sequence();
         state.pending = Some(envelope.clone());
         write_state(path, &state)?;
     }
     let spinner = super::progress::spinner("sending");
-    let answer = producer.send(&envelope).await;
+    let answer = deliver(&args, &producer, &envelope).await;
     spinner.finish_and_clear();
     let answer = answer?;
     if let Some(path) = &args.state {
         state.pending = None;
         state.acknowledged_sequence = state
             .acknowledged_sequence
-            .max(producer.acknowledged_sequence());
+            .max(producer.acknowledged_sequence())
+            .max(answer.acknowledged_sequence);
         write_state(path, &state)?;
     }
     if args.json {
         println!(
             "{}",
-            serde_json::json!({"outcome": answer.outcome.as_str(), "reason": answer.reason,
+            serde_json::json!({"outcome": answer.outcome, "reason": answer.reason,
                 "correlation_id": answer.correlation_id, "event_id": envelope.event_id,
                 "producer_sequence": envelope.producer_sequence,
                 "acknowledged_sequence": answer.acknowledged_sequence, "attempts": answer.attempts})
@@ -170,7 +268,7 @@ pub async fn run(_config: &Config, args: SendArgs) -> anyhow::Result<()> {
     } else {
         println!(
             "{} ({}) event {} sequence {}; acknowledged sequence {}; correlation id {}",
-            answer.outcome.as_str(),
+            answer.outcome,
             answer.reason,
             envelope.event_id,
             envelope.producer_sequence,
@@ -181,7 +279,7 @@ pub async fn run(_config: &Config, args: SendArgs) -> anyhow::Result<()> {
     if !answer.is_acknowledged() {
         bail!(
             "the envelope was refused: {} ({})",
-            answer.outcome.as_str(),
+            answer.outcome,
             answer.reason
         );
     }

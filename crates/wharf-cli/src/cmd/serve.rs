@@ -164,7 +164,7 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             .validate()
             .context("invalid [console] configuration")?;
     }
-    let inbox_settings: wharf::inbox::InboxSettings = config.section("inbox")?;
+    let (inbox_settings, jetstream) = inbox_section(config)?;
     let inbox_config = inbox_settings
         .into_config()
         .context("invalid [inbox] configuration")?;
@@ -220,6 +220,26 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         let ran: anyhow::Result<()> = async {
             let executor = compose::executor(config, db.pool.clone(), registry.clone())?;
             let inbox = Arc::new(wharf::inbox::Inbox::new(db.pool.clone(), inbox_config));
+            // The JetStream consumers: the same inbox, so the same limits, caches and group
+            // commit as HTTP.
+            let mut consumers = tokio::task::JoinSet::new();
+            for entry in jetstream.clone() {
+                let name = entry.peer_name();
+                let consumer = wharf_nats::JetStreamIngest::new(inbox.clone(), entry)
+                    .context("invalid [[inbox.jetstream]] configuration")?;
+                let (stop, name) = (stop.clone(), name.clone());
+                consumers.spawn(async move {
+                    tracing::info!(consumer = %name, "JetStream consumer starting");
+                    let ran = consumer.run(stop.clone().wait()).await;
+                    if let Err(e) = &ran {
+                        // A consumer that can never run (its credentials file) stops the
+                        // server rather than leave its stream unread.
+                        tracing::error!(consumer = %name, error = %e, "JetStream consumer failed");
+                        stop.trigger();
+                    }
+                    ran
+                });
+            }
             let mut routers = vec![
                 wharf_http::health::routes(db.pool.clone(), Some(prometheus)),
                 wharf_http::openapi::routes(),
@@ -248,14 +268,21 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             ));
             startup.ready(app);
             tracing::info!("wharf ready");
-            if args.no_executor {
+            let executed = if args.no_executor {
                 stop.clone().wait().await;
-                return Ok(());
+                Ok(())
+            } else {
+                executor
+                    .run(stop.clone().wait())
+                    .await
+                    .context("the executor failed")
+            };
+            while let Some(joined) = consumers.join_next().await {
+                joined
+                    .context("a JetStream consumer panicked")?
+                    .context("a JetStream consumer failed")?;
             }
-            executor
-                .run(stop.clone().wait())
-                .await
-                .context("the executor failed")
+            executed
         }
         .await;
         if ran.is_err() {
@@ -273,6 +300,32 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     served.context("the HTTP server failed")?;
     worked?;
     closed
+}
+
+/// The `[inbox]` table: the inbox's own keys, and the `[[inbox.jetstream]]` consumers (each
+/// checked now, so a bad one is refused before `serve` listens).
+fn inbox_section(
+    config: &Config,
+) -> anyhow::Result<(
+    wharf::inbox::InboxSettings,
+    Vec<wharf_nats::JetStreamConfig>,
+)> {
+    let mut table: toml::Table = config.section("inbox")?;
+    let jetstream: Vec<wharf_nats::JetStreamConfig> = match table.remove("jetstream") {
+        None => Vec::new(),
+        Some(value) => value
+            .try_into()
+            .context("invalid [[inbox.jetstream]] configuration")?,
+    };
+    for entry in &jetstream {
+        entry
+            .validate()
+            .with_context(|| format!("invalid [[inbox.jetstream]] entry {}", entry.peer_name()))?;
+    }
+    let settings = toml::Value::Table(table)
+        .try_into()
+        .context("invalid [inbox] configuration")?;
+    Ok((settings, jetstream))
 }
 
 /// `wharf work`: waits for the database (logging every failed attempt), then runs the executor.

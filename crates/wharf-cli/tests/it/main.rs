@@ -7,6 +7,7 @@ mod bench;
 mod embedded;
 mod exchange;
 mod firsthour;
+mod jetstream;
 mod operator;
 mod quickstart;
 mod serve;

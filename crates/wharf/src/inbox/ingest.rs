@@ -31,7 +31,8 @@ use super::keys::{KeyUse, key_usable};
 use super::limiter::{Denied, retry_after_s};
 use super::response::{BatchResponse, ItemResponse, Original, Response, Status};
 use super::{
-    IdentityKey, Inbox, Route, SYNC_INGEST_PURPOSE, VerifiedIdentity, bump, new_correlation_id,
+    IdentityKey, Inbox, Peer, Route, SYNC_INGEST_PURPOSE, VerifiedIdentity, bump,
+    new_correlation_id,
 };
 use crate::commit::CommitError;
 use crate::store::inbox::{self as store, AuditBatch, AuditScope, VerifyKeyRow};
@@ -333,6 +334,21 @@ impl Inbox {
         route: Route,
         body: &[u8],
     ) -> Response {
+        self.ingest_from(correlation_id, Peer::Address(peer), bearer, route, body)
+            .await
+    }
+
+    /// [`Inbox::ingest_correlated`] for any [`Peer`]: a broker consumer (JetStream) passes
+    /// itself, so the peer limiter keys on the consumer. The one path every single envelope
+    /// takes, whatever carried it.
+    pub async fn ingest_from(
+        &self,
+        correlation_id: String,
+        peer: Peer,
+        bearer: &str,
+        route: Route,
+        body: &[u8],
+    ) -> Response {
         let identity = match self
             .admit(
                 peer,
@@ -396,6 +412,20 @@ impl Inbox {
         &self,
         correlation_id: String,
         peer: IpAddr,
+        bearer: &str,
+        route: Route,
+        body: &[u8],
+    ) -> BatchResponse {
+        self.ingest_batch_from(correlation_id, Peer::Address(peer), bearer, route, body)
+            .await
+    }
+
+    /// [`Inbox::ingest_batch_correlated`] for any [`Peer`] (a broker consumer commits the
+    /// messages of one producer that arrived together as one batch).
+    pub async fn ingest_batch_from(
+        &self,
+        correlation_id: String,
+        peer: Peer,
         bearer: &str,
         route: Route,
         body: &[u8],
@@ -512,7 +542,7 @@ impl Inbox {
     /// Steps 0–2 (see [`Inbox::admit_uncounted`]), with every refusal counted.
     async fn admit(
         &self,
-        peer: IpAddr,
+        peer: Peer,
         bearer: &str,
         body_bytes: usize,
         body_bytes_max: usize,
@@ -529,7 +559,7 @@ impl Inbox {
     /// [`super::cache::CACHE_TTL`]; the commit checks it again (see [`super::cache`]).
     async fn admit_uncounted(
         &self,
-        peer: IpAddr,
+        peer: Peer,
         bearer: &str,
         body_bytes: usize,
         body_bytes_max: usize,
@@ -539,7 +569,11 @@ impl Inbox {
         if body_bytes > body_bytes_max {
             return Err(bare(Status::TooLarge, "body-too-large"));
         }
-        if let Err(wait) = self.peer_limiter.check(&peer_key(peer)) {
+        let limited = match &peer {
+            Peer::Address(address) => self.peer_limiter.check(&peer_key(*address)),
+            Peer::Consumer(consumer) => self.consumer_limiter.check(consumer),
+        };
+        if let Err(wait) = limited {
             return Err(Response {
                 retry_after_s: Some(retry_after_s(wait)),
                 ..bare(Status::RateLimited, "peer-limited")

@@ -5,7 +5,8 @@
 //! exactly this order, and each step that refuses stops the ones after it:
 //!
 //! 0. body length (also enforced by the HTTP layer before reading) ⇒ 413, not audited;
-//! 1. peer limiter keyed by the client address ⇒ 429, before any credential work;
+//! 1. peer limiter keyed by the client address, or by the broker consumer that delivered the
+//!    message ([`Peer`]) ⇒ 429, before any credential work;
 //! 2. authenticate the bearer token into a closed [`VerifiedIdentity`] ⇒ 401, not audited;
 //! 3. identity limiter keyed by (tenant, account, device, `sync-ingest`), one token per
 //!    envelope (see [Batches and the identity limiter](#batches-and-the-identity-limiter))
@@ -140,6 +141,14 @@ pub struct InboxConfig {
     pub peer_limit: LimitPolicy,
     /// Addresses the peer limiter remembers. Default 65,536 (a few MiB).
     pub peer_keys_max: usize,
+    /// Peer limiter (step 1) for [`Peer::Consumer`], per broker consumer. A broker carries many
+    /// producers, so one consumer is one peer with the traffic of all of them. Default
+    /// 20,000/s, burst 20,000: above what one consumer can ingest on a 2-core machine, so it
+    /// stops only a runaway, while the consumer's own in-flight bound does the pacing.
+    pub consumer_limit: LimitPolicy,
+    /// Consumers the peer limiter remembers. Default 1,024: consumers come from configuration,
+    /// not from the network.
+    pub consumer_keys_max: usize,
     /// Identity limiter (step 3), per (tenant, account, device, `sync-ingest`), in envelopes:
     /// a batch costs one token per envelope (see the module docs). Default 100/s, burst 1,000:
     /// the burst equals the default `batch_envelopes_max`, so a quiet producer may send one full
@@ -169,6 +178,11 @@ impl Default for InboxConfig {
                 burst: 400,
             },
             peer_keys_max: 65_536,
+            consumer_limit: LimitPolicy {
+                rate_per_s: 20_000.0,
+                burst: 20_000,
+            },
+            consumer_keys_max: 1_024,
             identity_limit: LimitPolicy {
                 rate_per_s: 100.0,
                 burst: 1000,
@@ -199,6 +213,26 @@ impl Route {
             tenant: tenant.into(),
             project: project.into(),
         }
+    }
+}
+
+/// Who delivered a request to the pipeline: the peer limiter's key (step 1), looked at before
+/// any credential work.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Peer {
+    /// A client address (HTTP): limited per address, IPv6 per /64, with
+    /// [`InboxConfig::peer_limit`].
+    Address(IpAddr),
+    /// A broker consumer (a JetStream durable consumer, named by its stream and consumer): the
+    /// broker is the peer, every producer behind it shares it, and it is limited with
+    /// [`InboxConfig::consumer_limit`].
+    Consumer(Arc<str>),
+}
+
+impl From<IpAddr> for Peer {
+    fn from(address: IpAddr) -> Peer {
+        Peer::Address(address)
     }
 }
 
@@ -242,6 +276,7 @@ pub struct Inbox {
     pool: PgPool,
     config: InboxConfig,
     peer_limiter: Limiter<IpAddr>,
+    consumer_limiter: Limiter<Arc<str>>,
     identity_limiter: Limiter<IdentityKey>,
     counters: Arc<Counters>,
     /// Live credentials by token digest: (credential id, identity).
@@ -270,6 +305,7 @@ impl Inbox {
         let counters = Arc::new(Counters::default());
         Inbox {
             peer_limiter: Limiter::new(config.peer_limit, config.peer_keys_max),
+            consumer_limiter: Limiter::new(config.consumer_limit, config.consumer_keys_max),
             identity_limiter: Limiter::new(config.identity_limit, config.identity_keys_max),
             credentials: cache::TtlCache::new(CACHE_TTL, CACHE_ENTRIES_MAX),
             keys: cache::TtlCache::new(CACHE_TTL, CACHE_ENTRIES_MAX),

@@ -28,6 +28,10 @@ pub struct InboxSettings {
     pub peer_burst: Option<u32>,
     /// Peer limiter: addresses remembered.
     pub peer_keys_max: Option<usize>,
+    /// Peer limiter for broker consumers (JetStream): messages per second per consumer.
+    pub consumer_rate_per_s: Option<f64>,
+    /// Peer limiter for broker consumers: burst per consumer.
+    pub consumer_burst: Option<u32>,
     /// Identity limiter (`sync-ingest`): envelopes per second per (tenant, account, device); a
     /// batch costs one per envelope.
     pub identity_rate_per_s: Option<f64>,
@@ -66,6 +70,11 @@ impl InboxSettings {
             Ok(policy)
         };
         config.peer_limit = policy(self.peer_rate_per_s, self.peer_burst, d.peer_limit)?;
+        config.consumer_limit = policy(
+            self.consumer_rate_per_s,
+            self.consumer_burst,
+            d.consumer_limit,
+        )?;
         config.identity_limit = policy(
             self.identity_rate_per_s,
             self.identity_burst,

@@ -53,14 +53,16 @@ pub(crate) fn check_scope(tenant: &str, project: &str) -> Result<(), Error> {
 }
 
 /// Where an envelope is delivered: the receiver's ingest URL, e.g.
-/// `https://b.example/v1/tenants/acme/projects/web/envelopes`.
+/// `https://b.example/v1/tenants/acme/projects/web/envelopes`, or a JetStream subject on a NATS
+/// server, `nats://host:4222/wharf.inbox.acme.web` (the path is the subject; the adapter
+/// publishes there).
 ///
 /// The URL is part of the receiver stream's identity (its own producer sequence and lane), and
 /// of the emit request's content: re-emitting a key to another URL is a conflict.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Destination {
-    /// `http://` or `https://`, at most [`DESTINATION_URL_BYTES_MAX`] bytes, printable ASCII,
+    /// `http://`, `https://` or `nats://`, at most [`DESTINATION_URL_BYTES_MAX`] bytes, printable ASCII,
     /// no user info (credentials are deployment configuration, never stored in an action) and
     /// no fragment.
     pub url: String,
@@ -106,7 +108,13 @@ impl Destination {
         let rest = url
             .strip_prefix("https://")
             .or_else(|| url.strip_prefix("http://"))
-            .ok_or_else(|| Error::invalid("destination", "must start with https:// or http://"))?;
+            .or_else(|| url.strip_prefix("nats://"))
+            .ok_or_else(|| {
+                Error::invalid(
+                    "destination",
+                    "must start with https://, http:// or nats://",
+                )
+            })?;
         let authority = rest.split(['/', '?']).next().unwrap_or("");
         if authority.is_empty() {
             return Err(Error::invalid("destination", "must name a host"));
@@ -119,6 +127,20 @@ impl Destination {
         }
         if url.contains('#') {
             return Err(Error::invalid("destination", "must not have a fragment"));
+        }
+        if url.starts_with("nats://") {
+            // A subject, one path segment: no wildcard (a publish to one would fail at every
+            // attempt), no empty token, no query.
+            let subject = rest.split_once('/').map_or("", |(_, s)| s);
+            if subject.is_empty()
+                || subject.contains(['/', '?', '*', '>'])
+                || subject.split('.').any(str::is_empty)
+            {
+                return Err(Error::invalid(
+                    "destination",
+                    "a nats:// destination is nats://host:port/<subject>, a subject without wildcards",
+                ));
+            }
         }
         Ok(())
     }
@@ -133,6 +155,15 @@ mod tests {
         let check = |url: &str, ok: bool| {
             assert_eq!(Destination::new(url).validate().is_ok(), ok, "{url:?}");
         };
+        check("nats://127.0.0.1:4222/wharf.inbox.acme.web", true);
+        check("nats://127.0.0.1:4222/", false);
+        check("nats://127.0.0.1:4222", false);
+        check("nats://127.0.0.1:4222/wharf.*.acme.web", false);
+        check("nats://127.0.0.1:4222/wharf.>", false);
+        check("nats://127.0.0.1:4222/wharf..web", false);
+        check("nats://127.0.0.1:4222/a/b", false);
+        check("nats://u:p@127.0.0.1:4222/a", false);
+        check("NATS://127.0.0.1:4222/a", false);
         check(
             "https://b.example/v1/tenants/acme/projects/web/envelopes",
             true,

@@ -109,13 +109,20 @@ pub struct InboxArgs {
     /// One JSON line per run, then a summary line (last).
     #[arg(long)]
     json: bool,
+    /// Also measure the JetStream consumer in each run (single envelopes published to a stream
+    /// of the run's own, then consumed), beside the HTTP figures.
+    #[arg(long)]
+    jetstream: bool,
+    /// The NATS server (with JetStream) for `--jetstream`.
+    #[arg(long, value_name = "URL", default_value = "nats://127.0.0.1:4222")]
+    nats: String,
 }
 
 /// One request, ready to send.
-struct Request {
+pub(super) struct Request {
     stream: usize,
-    token: Arc<str>,
-    body: Vec<u8>,
+    pub(super) token: Arc<str>,
+    pub(super) body: Vec<u8>,
     /// For the batch endpoint.
     batch: bool,
     /// Envelopes in it.
@@ -125,7 +132,7 @@ struct Request {
 }
 
 /// One stream of one run.
-struct Stream {
+pub(super) struct Stream {
     device: String,
     last_sequence: u64,
 }
@@ -161,6 +168,7 @@ async fn runs(
     inbox::create_tenant(pool, TENANT).await?;
     let config = InboxConfig {
         peer_limit: LimitPolicy::UNLIMITED,
+        consumer_limit: LimitPolicy::UNLIMITED,
         identity_limit: LimitPolicy::UNLIMITED,
         batch_envelopes_max: InboxConfig::default()
             .batch_envelopes_max
@@ -179,7 +187,7 @@ async fn runs(
             Target::Http(authority)
         }
     };
-    let result = measure_runs(args, pool, url, deadline, &target).await;
+    let result = measure_runs(args, pool, url, deadline, &target, &service).await;
     if let Some((stop, task)) = server {
         let _ = stop.send(());
         let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
@@ -220,6 +228,7 @@ async fn measure_runs(
     url: &str,
     deadline: &Deadline,
     target: &Target,
+    service: &Arc<Inbox>,
 ) -> anyhow::Result<Vec<Value>> {
     let tag = super::run_tag();
     let mut rows = Vec::new();
@@ -241,6 +250,26 @@ async fn measure_runs(
                 "sign_per_second": prepared.sign_per_second,
             }));
         }
+        let jetstream = if args.jetstream {
+            deadline.check(|| format!("before run {run}, jetstream"))?;
+            let run_tag = format!("{tag}r{run}js");
+            let prepared = prepare(args, pool, &run_tag, 1).await?;
+            super::checkpoint(pool).await;
+            Some(
+                super::jetstream::measure(
+                    &args.nats,
+                    service.clone(),
+                    pool,
+                    &run_tag,
+                    prepared,
+                    args.envelopes,
+                    deadline,
+                )
+                .await?,
+            )
+        } else {
+            None
+        };
         let insert = if args.baseline_seconds > 0 {
             let spinner = crate::cmd::progress::spinner("pgbench insert");
             let m = ceiling::measure(
@@ -282,6 +311,12 @@ async fn measure_runs(
             "run": run, "transport": args.transport.name(), "streams": args.streams,
             "connections": args.connections, "results": results,
             "ratio_batch_single": best_batch.zip(single).and_then(|(b, s)| ratio(b, s)),
+            "jetstream": jetstream,
+            "ratio_jetstream_batch": jetstream
+                .as_ref()
+                .and_then(|j| j["envelopes_per_second"].as_f64())
+                .zip(best_batch)
+                .and_then(|(j, b)| ratio(j, b)),
             "baseline": {
                 "insert_commits_per_second": insert,
                 "healthz_per_second": healthz,
@@ -301,9 +336,9 @@ async fn measure_runs(
 }
 
 /// What a run sends, built and signed before the clock starts.
-struct Prepared {
-    streams: Vec<Stream>,
-    requests: Vec<Request>,
+pub(super) struct Prepared {
+    pub(super) streams: Vec<Stream>,
+    pub(super) requests: Vec<Request>,
     sign_per_second: f64,
 }
 
@@ -608,7 +643,7 @@ async fn healthz_rate(authority: &str, connections: u32) -> anyhow::Result<f64> 
 }
 
 /// Each stream's cursor is its last sequence, and the audit holds one ingest row per envelope.
-async fn check(pool: &PgPool, streams: &[Stream], envelopes: u64) -> anyhow::Result<()> {
+pub(super) async fn check(pool: &PgPool, streams: &[Stream], envelopes: u64) -> anyhow::Result<()> {
     let devices: Vec<&str> = streams.iter().map(|s| s.device.as_str()).collect();
     let cursors: Vec<(String, String)> = sqlx::query_as(
         "SELECT producer_id::text, acknowledged_sequence::text FROM wharf.inbox_streams
@@ -723,6 +758,8 @@ fn summary(args: &InboxArgs, rows: &[Value], machine: &Machine) -> Value {
         "envelopes_per_second": best,
         "goal_5k_met": best.map(|b| b >= 5_000.0),
         "ratio_batch_single": top(&["ratio_batch_single"]),
+        "jetstream_envelopes_per_second": top(&["jetstream", "envelopes_per_second"]),
+        "ratio_jetstream_batch": top(&["ratio_jetstream_batch"]),
         "ratio_single_insert": top(&["ratio_single_insert"]),
         "ratio_batch_cpu_floor": top(&["ratio_batch_cpu_floor"]),
         "baseline": {
@@ -811,4 +848,14 @@ fn print(args: &InboxArgs, rows: &[Value], summary: &Value, machine: &Machine) {
             None => "-",
         }
     );
+    if args.jetstream {
+        println!(
+            "jetstream consumer {}/s (median of {} runs; in flight {}, fetch {})  jetstream/batch {}",
+            f(summary, &["jetstream_envelopes_per_second"], 0),
+            rows.len(),
+            wharf_nats::IN_FLIGHT_MAX_DEFAULT,
+            wharf_nats::FETCH_BATCH_MAX_DEFAULT,
+            f(summary, &["ratio_jetstream_batch"], 2),
+        );
+    }
 }

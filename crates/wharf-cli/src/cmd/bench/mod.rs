@@ -18,6 +18,7 @@
 pub mod ceiling;
 pub mod http;
 pub mod inbox;
+mod jetstream;
 pub mod latency;
 pub mod outbox;
 pub mod recorder;
