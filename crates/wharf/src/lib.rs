@@ -15,8 +15,56 @@
 //!
 //! The rules themselves (lifecycle, backoff, canonical JSON, the inbox decision) live in the
 //! IO-free `wharf-core` crate, re-exported as [`core`].
+//!
+//! An adapter needs nothing but this crate: [`async_trait`] and [`sqlx`] are re-exported, so an
+//! application's versions always match wharf's.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use wharf::outbox::{Adapter, Attempt, Backoff, Executor, ExecutorConfig, KindSpec, Outcome, Registry};
+//!
+//! struct Log;
+//!
+//! #[wharf::async_trait]
+//! impl Adapter for Log {
+//!     fn spec(&self) -> KindSpec {
+//!         KindSpec {
+//!             name: "log",
+//!             at_most_once: false,
+//!             instance_level: true,
+//!             max_attempts_default: 3,
+//!             backoff: Backoff::default(),
+//!             call_timeout_ms: 10_000,
+//!         }
+//!     }
+//!     async fn execute(&self, attempt: &mut Attempt) -> Outcome {
+//!         if attempt.fence().begin_write().await.is_err() {
+//!             return Outcome::Abandoned;
+//!         }
+//!         println!("action {}: {}", attempt.action_id(), attempt.payload());
+//!         Outcome::Done { readback_ref: None }
+//!     }
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let pool = wharf::sqlx::PgPool::connect("postgres://localhost/app").await?;
+//! wharf::migrate::run(&pool).await?;
+//! let mut registry = Registry::new();
+//! registry.register(Arc::new(Log))?;
+//! let executor = Executor::new(pool, Arc::new(registry), ExecutorConfig::default())?;
+//! executor.run(std::future::pending()).await?;
+//! # Ok(())
+//! # }
+//! ```
 
 pub use wharf_core as core;
+
+/// The attribute an [`outbox::Adapter`] implementation needs (`#[wharf::async_trait]`), so an
+/// application does not have to depend on the crate itself at a matching version.
+pub use async_trait::async_trait;
+/// The sqlx wharf's API takes (pools, connections, transactions): use this one, and an
+/// application's sqlx can never be a different version from wharf's.
+pub use sqlx;
 
 pub mod commit;
 pub mod console;
