@@ -14,6 +14,7 @@
 //! administration), its binary's command line and its tables' columns.
 
 pub mod check;
+mod faults;
 pub mod procs;
 pub mod report;
 pub mod run;

@@ -2,8 +2,9 @@
 //! `wharf work` replicas, an outbox feeder and inbox producers, faults at random moments, then
 //! a quiet drain, `wharf verify`, and the checker over everything that was recorded.
 //!
-//! Owns: the run's settings, its configuration file, the load, the fault schedule and the
-//! evidence gathering. Must not know: the rules (the checker) or how a report is printed.
+//! Owns: the run's settings and fault kinds, its configuration file, the load and the evidence
+//! gathering (the injectors are `faults.rs`). Must not know: the rules (the checker) or how a
+//! report is printed.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -25,7 +26,7 @@ use crate::sink::{self, Clock, FaultDice, Recorder, key_for};
 use crate::wire::Wire;
 
 /// The application name of the harness's own connections: the backend-kill fault spares them.
-const HARNESS_APPLICATION: &str = "wharf-chaos";
+pub(crate) const HARNESS_APPLICATION: &str = "wharf-chaos";
 /// The database the run uses.
 const DATABASE: &str = "chaos";
 /// The inbox scope of the producers.
@@ -157,7 +158,7 @@ impl FaultKind {
     ];
 
     /// The `WHARF_FAIL_POINT` a named-point kind arms.
-    fn fail_point(self) -> Option<&'static str> {
+    pub(crate) fn fail_point(self) -> Option<&'static str> {
         match self {
             FaultKind::AfterClaim => Some("after_claim"),
             FaultKind::AfterFence => Some("after_fence"),
@@ -166,14 +167,6 @@ impl FaultKind {
         }
     }
 }
-
-/// How long a network cut lasts: uniform in this range, from shorter than a provider call's
-/// timeouts (a reset mid-call) to longer (connections refused for several tries).
-const NETWORK_CUT_MS: [u64; 2] = [300, 3_000];
-
-/// How long a replica armed with a fail point may run without reaching it before it is
-/// stopped and the try is not counted (no work reached that point meanwhile).
-const FAIL_POINT_WAIT: Duration = Duration::from_secs(15);
 
 /// One injected fault.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -227,33 +220,33 @@ pub struct Outcome {
     pub dir: Option<PathBuf>,
 }
 
-struct Shared {
-    clock: Clock,
-    recorder: Arc<Recorder>,
-    replicas: Mutex<Vec<Replica>>,
-    faults: Mutex<Vec<FaultEvent>>,
+pub(crate) struct Shared {
+    pub(crate) clock: Clock,
+    pub(crate) recorder: Arc<Recorder>,
+    pub(crate) replicas: Mutex<Vec<Replica>>,
+    pub(crate) faults: Mutex<Vec<FaultEvent>>,
     /// The load (outbox feeder and producers) is done.
-    load_done: AtomicBool,
+    pub(crate) load_done: AtomicBool,
     /// Faults stop.
-    quiet: AtomicBool,
-    enqueued: AtomicU64,
-    cluster: wharf_pg::Cluster,
+    pub(crate) quiet: AtomicBool,
+    pub(crate) enqueued: AtomicU64,
+    pub(crate) cluster: wharf_pg::Cluster,
     /// How a replica is started (for the fail-point replicas).
-    launch: Launch,
+    pub(crate) launch: Launch,
     /// The wires to the webhook receiver and to the SMTP relay.
-    wires: [Wire; 2],
-    settings: Settings,
-    unexpected_exits: Mutex<Vec<String>>,
-    samples: Mutex<Vec<Sample>>,
+    pub(crate) wires: [Wire; 2],
+    pub(crate) settings: Settings,
+    pub(crate) unexpected_exits: Mutex<Vec<String>>,
+    pub(crate) samples: Mutex<Vec<Sample>>,
 }
 
 impl Shared {
-    fn count(&self, kind: FaultKind) -> u32 {
+    pub(crate) fn count(&self, kind: FaultKind) -> u32 {
         let faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
         faults.iter().filter(|f| f.kind == kind).count() as u32
     }
 
-    fn record(&self, kind: FaultKind, at_us: i64, target: String) {
+    pub(crate) fn record(&self, kind: FaultKind, at_us: i64, target: String) {
         let over_us = self.clock.now_us();
         self.faults
             .lock()
@@ -414,7 +407,11 @@ pub async fn run(
 
     let mut faulters = Vec::new();
     for kind in settings.kinds.clone() {
-        faulters.push(tokio::spawn(faults(shared.clone(), pool.clone(), kind)));
+        faulters.push(tokio::spawn(crate::faults::inject(
+            shared.clone(),
+            pool.clone(),
+            kind,
+        )));
     }
     let watcher = tokio::spawn(watch(shared.clone()));
     let sampler = tokio::spawn(sample(shared.clone(), pool.clone()));
@@ -637,172 +634,6 @@ async fn sample(shared: Arc<Shared>, pool: PgPool) {
     }
 }
 
-/// One fault injector: faults of `kind` at random moments (uniform around the mean
-/// interval) until the load is done and at least `faults_per_kind` were injected.
-async fn faults(shared: Arc<Shared>, pool: PgPool, kind: FaultKind) {
-    let settings = &shared.settings;
-    loop {
-        // A fail-point replica leaves what it claimed behind for a lease each time, so those
-        // stop at their count; the others go on while the load lasts.
-        let enough = shared.count(kind) >= settings.faults_per_kind;
-        if enough && (kind.fail_point().is_some() || shared.load_done.load(Ordering::SeqCst)) {
-            return;
-        }
-        let wait = {
-            let mean = settings.fault_interval_ms;
-            if kind.fail_point().is_some() {
-                // A fail-point try needs work to reach its point, which only the load brings:
-                // four times as often, so the count is reached while the load lasts.
-                rand::thread_rng().gen_range(0..=mean / 2)
-            } else {
-                rand::thread_rng().gen_range(mean / 2..=mean + mean / 2)
-            }
-        };
-        tokio::time::sleep(Duration::from_millis(wait)).await;
-        let at_us = shared.clock.now_us();
-        match kind {
-            FaultKind::Kill => {
-                let name = {
-                    let mut replicas = shared.replicas.lock().unwrap_or_else(|e| e.into_inner());
-                    // serve is a replica too (its executor and the inbox), hit as often as
-                    // any one worker.
-                    let i = rand::thread_rng().gen_range(0..replicas.len());
-                    let replica = &mut replicas[i];
-                    if replica.kill_and_restart().is_err() {
-                        continue;
-                    }
-                    replica.name.clone()
-                };
-                shared.record(kind, at_us, name);
-            }
-            FaultKind::Pause => {
-                let chosen = {
-                    let mut replicas = shared.replicas.lock().unwrap_or_else(|e| e.into_inner());
-                    let paused = replicas.iter().filter(|r| r.stopped).count();
-                    let limit = (settings.workers as usize).div_ceil(2);
-                    let candidates: Vec<usize> = replicas
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, r)| r.name != "serve" && !r.stopped)
-                        .map(|(i, _)| i)
-                        .collect();
-                    match candidates.choose(&mut rand::thread_rng()) {
-                        Some(&i) if paused < limit => {
-                            replicas[i].pause();
-                            Some((i, replicas[i].name.clone(), replicas[i].pid()))
-                        }
-                        _ => None,
-                    }
-                };
-                let Some((i, name, pid)) = chosen else {
-                    continue;
-                };
-                // Past the lease, so another replica reclaims what it held; resumed in the
-                // background while other pauses may begin.
-                let hold = settings.lease_ms + rand::thread_rng().gen_range(1_000..3_000);
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(hold)).await;
-                    {
-                        let mut replicas =
-                            shared.replicas.lock().unwrap_or_else(|e| e.into_inner());
-                        // Killed and restarted meanwhile: that process was never paused.
-                        if replicas[i].pid() == pid {
-                            replicas[i].resume();
-                        }
-                    }
-                    shared.record(kind, at_us, name);
-                });
-            }
-            FaultKind::TerminateBackends => {
-                let killed: Result<i64, _> = sqlx::query_scalar(
-                    "SELECT count(*) FROM (
-                         SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity
-                          WHERE datname = current_database() AND pid <> pg_backend_pid()
-                            AND application_name <> $1 AND backend_type = 'client backend'
-                            AND random() < 0.5) s
-                      WHERE t",
-                )
-                .bind(HARNESS_APPLICATION)
-                .fetch_one(&pool)
-                .await;
-                // Not counted while the database is down (a restart is under way).
-                if let Ok(killed) = killed {
-                    shared.record(kind, at_us, format!("{killed} backends"));
-                }
-            }
-            FaultKind::AfterClaim | FaultKind::AfterFence | FaultKind::AfterAnswer => {
-                let Some(point) = kind.fail_point() else {
-                    continue;
-                };
-                let n = shared.count(kind) + 1;
-                let name = format!("{point}-{n}");
-                let launch = shared.launch.clone();
-                let died = tokio::task::spawn_blocking(move || die_at(&launch, &name, point)).await;
-                match died {
-                    Ok(Ok(Some(target))) => shared.record(kind, at_us, target),
-                    // No work reached the point, and after the load none will come.
-                    Ok(Ok(None)) if shared.load_done.load(Ordering::SeqCst) => return,
-                    Ok(Ok(None)) => {}
-                    Ok(Err(e)) => eprintln!("wharf-chaos: fail point replica: {e}"),
-                    Err(e) => eprintln!("wharf-chaos: fail point replica panicked: {e}"),
-                }
-            }
-            FaultKind::Sigterm => {
-                let (i, name) = {
-                    let mut replicas = shared.replicas.lock().unwrap_or_else(|e| e.into_inner());
-                    let i = rand::thread_rng().gen_range(0..replicas.len());
-                    replicas[i].terminate();
-                    (i, replicas[i].name.clone())
-                };
-                // Its graceful shutdown: give-backs, the grace for running attempts (2 s), then
-                // the exit; bounded, after which it is killed (and that is reported).
-                let deadline = Instant::now() + Duration::from_secs(20);
-                let status = loop {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    let mut replicas = shared.replicas.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some(status) = replicas[i].exited() {
-                        let _ = replicas[i].restart();
-                        break Some(status);
-                    }
-                    if Instant::now() > deadline {
-                        let _ = replicas[i].restart();
-                        break None;
-                    }
-                };
-                match status {
-                    Some(status) if status.success() => {}
-                    other => shared
-                        .unexpected_exits
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(format!("{name} after SIGTERM: {other:?}")),
-                }
-                shared.record(kind, at_us, name);
-            }
-            FaultKind::NetworkCut => {
-                let [min, max] = NETWORK_CUT_MS;
-                let down = Duration::from_millis(rand::thread_rng().gen_range(min..=max));
-                let [http, smtp] = &shared.wires;
-                tokio::join!(http.cut(down), smtp.cut(down));
-                shared.record(kind, at_us, format!("cut {down:?}"));
-            }
-            FaultKind::PostgresRestart => {
-                let [min, max] = settings.restart_down_ms;
-                let down = Duration::from_millis(rand::thread_rng().gen_range(min..=max));
-                let worker = shared.clone();
-                let done =
-                    tokio::task::spawn_blocking(move || worker.cluster.crash_restart(down)).await;
-                match done {
-                    Ok(Ok(())) => shared.record(kind, at_us, format!("down {down:?}")),
-                    Ok(Err(e)) => eprintln!("wharf-chaos: PostgreSQL restart failed: {e}"),
-                    Err(e) => eprintln!("wharf-chaos: PostgreSQL restart panicked: {e}"),
-                }
-            }
-        }
-    }
-}
-
 /// Actions not ended yet, or `None` while the database does not answer.
 async fn unended(pool: &PgPool) -> Option<u64> {
     sqlx::query_scalar::<_, i64>(
@@ -813,25 +644,6 @@ async fn unended(pool: &PgPool) -> Option<u64> {
     .await
     .ok()
     .map(|n| n as u64)
-}
-
-/// Starts an extra `wharf work` replica armed with `point` and waits for it to die there.
-/// `Some(target)` when it did; `None` when it reached no such point in [`FAIL_POINT_WAIT`]
-/// (it is stopped then, and the try is not a fault).
-fn die_at(launch: &Launch, name: &str, point: &str) -> anyhow::Result<Option<String>> {
-    let mut replica = Replica::start_armed(name, launch, &["work"], point)?;
-    let deadline = Instant::now() + FAIL_POINT_WAIT;
-    while Instant::now() < deadline {
-        if let Some(status) = replica.exited() {
-            if status.code() == Some(wharf::outbox::FAIL_POINT_EXIT_CODE) {
-                return Ok(Some(name.to_owned()));
-            }
-            bail!("{name} exited with {status} before reaching {point}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    replica.stop();
-    Ok(None)
 }
 
 /// The lanes: emails (at-most-once), webhooks to a receiver that does not deduplicate, and

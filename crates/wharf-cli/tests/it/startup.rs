@@ -45,6 +45,20 @@ async fn wait_done(db: &wharf_testkit::TestDb, key: &str) {
     }
 }
 
+/// Waits (20 s at most) until `needle` appears in the log twice more than it does now.
+async fn two_more(log: &Log, needle: &str) {
+    let before = log.text().matches(needle).count();
+    let started = Instant::now();
+    while log.text().matches(needle).count() < before + 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{}",
+            log.text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn interrupt(child: &std::process::Child) {
     // SAFETY: kill has no memory-safety preconditions; the pid is our own child's.
     unsafe extern "C" {
@@ -84,31 +98,13 @@ async fn work_waits_for_a_database_that_comes_later_and_then_runs() {
 
     // Something listens and resets every connection, as a restarting server may.
     let forwarder = Forwarder::start(port, upstream, Forwarding::Reset).await;
-    let before = log.text().matches("waiting for PostgreSQL").count();
-    let started = Instant::now();
-    while log.text().matches("waiting for PostgreSQL").count() < before + 2 {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{}",
-            log.text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    two_more(&log, "waiting for PostgreSQL").await;
     assert!(child.try_wait().unwrap().is_none(), "{}", log.text());
 
     // A connection that reads back its own bytes, as a self-connect to a port whose server is
     // down does (the fault suite saw it during restarts): retried, not taken for a wrong address.
     forwarder.set(Forwarding::Echo);
-    let before = log.text().matches("SSLRequest").count();
-    let started = Instant::now();
-    while log.text().matches("SSLRequest").count() < before + 2 {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{}",
-            log.text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    two_more(&log, "SSLRequest").await;
     assert!(child.try_wait().unwrap().is_none(), "{}", log.text());
 
     // The database arrives: the worker migrates (nothing to do), starts, and runs an action.
