@@ -51,8 +51,14 @@ pub(crate) async fn inject(shared: Arc<Shared>, pool: PgPool, kind: FaultKind) {
                 let name = {
                     let mut replicas = shared.replicas.lock().unwrap_or_else(|e| e.into_inner());
                     // serve is a replica too (its executor and the inbox), hit as often as
-                    // any one worker.
-                    let i = rand::thread_rng().gen_range(0..replicas.len());
+                    // any one worker. Not one in its graceful shutdown: the SIGTERM fault
+                    // waits for that process's own exit, and a kill would replace it.
+                    let candidates: Vec<usize> = (0..replicas.len())
+                        .filter(|&i| !replicas[i].terminating)
+                        .collect();
+                    let Some(&i) = candidates.choose(&mut rand::thread_rng()) else {
+                        continue;
+                    };
                     let replica = &mut replicas[i];
                     if replica.kill_and_restart().is_err() {
                         continue;
@@ -69,7 +75,7 @@ pub(crate) async fn inject(shared: Arc<Shared>, pool: PgPool, kind: FaultKind) {
                     let candidates: Vec<usize> = replicas
                         .iter()
                         .enumerate()
-                        .filter(|(_, r)| r.name != "serve" && !r.stopped)
+                        .filter(|(_, r)| r.name != "serve" && !r.stopped && !r.terminating)
                         .map(|(i, _)| i)
                         .collect();
                     match candidates.choose(&mut rand::thread_rng()) {

@@ -194,7 +194,7 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         None => "starting the embedded PostgreSQL".to_owned(),
     });
 
-    let stop = Stop::on_signal();
+    let stop = Stop::on_signal()?;
     let http = axum::serve(
         listener,
         startup
@@ -340,13 +340,15 @@ pub async fn work(config: &Config, args: WorkArgs) -> anyhow::Result<()> {
         connections_max: pool_size(config)?,
         wait,
     };
+    // Made before the wait for the database, so a SIGTERM at any moment from here on stops it.
+    let stop = Stop::on_signal()?;
     let db = tokio::select! {
         db = Database::open(config, open) => db?,
-        () = crate::shutdown::signal() => return Ok(()),
+        () = stop.clone().wait() => return Ok(()),
     };
     let executor = compose::executor(config, db.pool.clone(), registry)?;
     tracing::info!("wharf working");
-    let worked = executor.run(Stop::on_signal().wait()).await;
+    let worked = executor.run(stop.wait()).await;
     let closed = db.close().await;
     worked.context("the executor failed")?;
     closed
