@@ -43,8 +43,14 @@ enum Command {
     Bench(cmd::bench::BenchArgs),
     /// Inspect actions.
     Actions(cmd::actions::ActionsArgs),
-    /// The operator audit: every cancel and resolve, who, when, correlation id.
+    /// The operator audit: every cancel, resolve, redrive, pause and resume, who, when,
+    /// correlation id.
     Audit(cmd::operator::AuditArgs),
+    /// The kinds the executors claim: list them, pause and resume one (or one tenant of it).
+    Kinds(cmd::kinds::KindsArgs),
+    /// Deliver envelope dead letters of one tenant and project again, the same bytes (a dry
+    /// run unless --apply).
+    Redrive(cmd::kinds::RedriveArgs),
     /// Make every waiting action due and run the executor until none is.
     Drain(cmd::actions::DrainArgs),
     /// List FAILED actions of one tenant and project, a page at a time.
@@ -117,6 +123,8 @@ fn main() -> std::process::ExitCode {
             Command::Bench(args) => cmd::bench::run(&config, args).await,
             Command::Actions(args) => cmd::actions::run(&config, args).await,
             Command::Audit(args) => cmd::operator::audit(&config, args).await,
+            Command::Kinds(args) => cmd::kinds::run(&config, args).await,
+            Command::Redrive(args) => cmd::kinds::redrive(&config, args).await,
             Command::Drain(args) => cmd::actions::drain(&config, args).await,
             Command::DeadLetters(args) => cmd::actions::dead_letters(&config, args).await,
             Command::SigningKey(args) => cmd::outbound::signing_key(&config, args).await,

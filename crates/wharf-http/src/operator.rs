@@ -7,6 +7,10 @@
 //! - `POST /v1/actions/{id}/resolve` — record a finding about an UNCERTAIN action, optionally
 //!   resend it; 409 `not-in-doubt` otherwise.
 //! - `GET /v1/actions/{id}/resolutions`, `GET /v1/audit?action_id=&after=&limit=`.
+//! - `POST /v1/kinds/{kind}/pause`, `POST /v1/kinds/{kind}/resume` (`tenant` in the body: that
+//!   tenant only), `GET /v1/pauses` — claims skip a paused kind; nothing running is stopped.
+//! - `POST /v1/tenants/{tenant}/projects/{project}/dead-letters/redrive` — envelope dead letters
+//!   delivered again, byte for byte; a dry run unless the body says `"dry_run": false`.
 //!
 //! The operator token is one shared secret, so it cannot say who holds it: the body's `actor`
 //! names the person or tool (default `operator-token`), and the request's correlation id is
@@ -46,6 +50,13 @@ pub fn routes(pool: sqlx::PgPool, registry: Arc<Registry>, token: OperatorToken)
         .route("/v1/actions/{id}/resolve", post(resolve))
         .route("/v1/actions/{id}/resolutions", get(resolutions))
         .route("/v1/audit", get(audit))
+        .route("/v1/kinds/{kind}/pause", post(pause))
+        .route("/v1/kinds/{kind}/resume", post(resume))
+        .route("/v1/pauses", get(pauses))
+        .route(
+            "/v1/tenants/{tenant}/projects/{project}/dead-letters/redrive",
+            post(redrive),
+        )
         .with_state(Ops {
             pool,
             registry,
@@ -276,6 +287,202 @@ async fn audit(
         .then(|| items.last().map(|e| e.audit_id))
         .flatten();
     Ok(Json(Page { items, next_after }))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PauseBody {
+    /// Only this tenant of the kind; absent: every tenant.
+    #[serde(default)]
+    tenant: Option<String>,
+    /// Why (pause only), ≤ 512 bytes.
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default)]
+    actor: Option<String>,
+}
+
+#[derive(Serialize)]
+struct PausedJson {
+    pause: outbox::Pause,
+    /// False when the pause was in force already (nothing was written).
+    created: bool,
+    audit_id: Option<i64>,
+}
+
+/// An empty body, or the JSON object `what` takes.
+fn pause_body(body: &[u8], what: &str, correlation: &CorrelationId) -> Result<PauseBody, ApiError> {
+    if body.is_empty() {
+        return Ok(PauseBody::default());
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("invalid {what} request: {e}"), correlation))
+}
+
+async fn pause(
+    State(ops): State<Ops>,
+    Extension(correlation): Extension<CorrelationId>,
+    headers: HeaderMap,
+    ApiPath(kind): ApiPath<String>,
+    ApiBody(body): ApiBody,
+) -> Result<(StatusCode, Json<PausedJson>), ApiError> {
+    ops.token.require(&headers, &correlation)?;
+    let body = pause_body(&body, "pause", &correlation)?;
+    let operator = operator(body.actor, &correlation);
+    let mut tx = begin(&ops, &correlation).await?;
+    let paused = outbox::pause(
+        &mut tx,
+        &ops.registry,
+        &operator,
+        &kind,
+        body.tenant.as_deref(),
+        body.note.as_deref().unwrap_or_default(),
+    )
+    .await
+    .map_err(|e| before_commit(e, &correlation))?;
+    commit(tx, &correlation).await?;
+    let status = if paused.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(PausedJson {
+            pause: paused.pause,
+            created: paused.created,
+            audit_id: paused.audit_id,
+        }),
+    ))
+}
+
+#[derive(Serialize)]
+struct ResumedJson {
+    /// False when it was not paused (nothing was written).
+    resumed: bool,
+    /// The pause that ended.
+    ended: Option<outbox::Pause>,
+    audit_id: Option<i64>,
+}
+
+async fn resume(
+    State(ops): State<Ops>,
+    Extension(correlation): Extension<CorrelationId>,
+    headers: HeaderMap,
+    ApiPath(kind): ApiPath<String>,
+    ApiBody(body): ApiBody,
+) -> Result<Json<ResumedJson>, ApiError> {
+    ops.token.require(&headers, &correlation)?;
+    let body = pause_body(&body, "resume", &correlation)?;
+    if body.note.is_some() {
+        return Err(ApiError::invalid(
+            "invalid resume request: a resume takes no note",
+            &correlation,
+        ));
+    }
+    let operator = operator(body.actor, &correlation);
+    let mut tx = begin(&ops, &correlation).await?;
+    let resumed = outbox::resume(
+        &mut tx,
+        &ops.registry,
+        &operator,
+        &kind,
+        body.tenant.as_deref(),
+    )
+    .await
+    .map_err(|e| before_commit(e, &correlation))?;
+    commit(tx, &correlation).await?;
+    Ok(Json(ResumedJson {
+        resumed: resumed.ended.is_some(),
+        ended: resumed.ended,
+        audit_id: resumed.audit_id,
+    }))
+}
+
+async fn pauses(
+    State(ops): State<Ops>,
+    Extension(correlation): Extension<CorrelationId>,
+    headers: HeaderMap,
+) -> Result<Json<Items<outbox::Pause>>, ApiError> {
+    ops.token.require(&headers, &correlation)?;
+    let items = outbox::pauses(&ops.pool)
+        .await
+        .map_err(|e| read_error(e, &correlation))?;
+    Ok(Json(Items { items }))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RedriveBody {
+    #[serde(default)]
+    error_code: Option<String>,
+    #[serde(default)]
+    ended_after: Option<chrono::DateTime<chrono::Utc>>,
+    /// 1..=100; absent: 100.
+    #[serde(default)]
+    limit: Option<u32>,
+    /// Absent or true: list what would be redriven and write nothing.
+    #[serde(default)]
+    dry_run: Option<bool>,
+    #[serde(default)]
+    actor: Option<String>,
+}
+
+#[derive(Serialize)]
+struct RedrivenJson {
+    dry_run: bool,
+    items: Vec<wharf::outbound::Redriven>,
+    /// Whether a next call may find more (this one took as many as it could).
+    more: bool,
+}
+
+async fn redrive(
+    State(ops): State<Ops>,
+    Extension(correlation): Extension<CorrelationId>,
+    headers: HeaderMap,
+    ApiPath((tenant, project)): ApiPath<(String, String)>,
+    ApiBody(body): ApiBody,
+) -> Result<Json<RedrivenJson>, ApiError> {
+    ops.token.require(&headers, &correlation)?;
+    let body: RedriveBody = if body.is_empty() {
+        RedriveBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid(format!("invalid redrive request: {e}"), &correlation))?
+    };
+    let dry_run = body.dry_run.unwrap_or(true);
+    let filter = wharf::outbound::RedriveFilter {
+        tenant,
+        project,
+        error_code: body.error_code,
+        ended_after: body.ended_after,
+        limit: body.limit.unwrap_or(wharf::outbound::REDRIVE_BATCH_MAX),
+    };
+    let operator = operator(body.actor, &correlation);
+    let mut tx = begin(&ops, &correlation).await?;
+    let items = wharf::outbound::redrive(&mut tx, &ops.registry, &operator, &filter, dry_run)
+        .await
+        .map_err(|e| redrive_error(e, &correlation))?;
+    commit(tx, &correlation).await?;
+    let more = items.len() as u32 == filter.limit;
+    Ok(Json(RedrivenJson {
+        dry_run,
+        items,
+        more,
+    }))
+}
+
+/// A redrive's failure inside its transaction, before COMMIT was sent: nothing was committed.
+fn redrive_error(error: wharf::outbound::Error, correlation: &CorrelationId) -> ApiError {
+    use wharf::outbound::Error;
+    match error {
+        e @ Error::Invalid { .. } => ApiError::invalid(e.to_string(), correlation),
+        Error::Outbox(e) => before_commit(e, correlation),
+        Error::Database(e) => {
+            ApiError::commit(&wharf::commit::CommitError::before_commit(e), correlation)
+        }
+        other => ApiError::internal(&other, correlation),
+    }
 }
 
 fn operator(actor: Option<String>, correlation: &CorrelationId) -> Operator {

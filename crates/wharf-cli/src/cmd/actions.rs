@@ -169,12 +169,19 @@ async fn list(
     as_json: bool,
 ) -> anyhow::Result<()> {
     let page = wharf::outbox::list(&db.pool, filter).await?;
+    // What the executors are told to skip, beside what waits: a paused kind's actions look
+    // stuck otherwise.
+    let pauses = wharf::outbox::pauses(&db.pool).await?;
     if as_json {
         let items: Vec<_> = page.iter().map(view_json).collect();
         let next = (page.len() as u32 == filter.limit).then(|| page.last().map(|v| v.id));
-        println!("{}", json!({"items": items, "next_after": next.flatten()}));
+        println!(
+            "{}",
+            json!({"items": items, "next_after": next.flatten(), "paused": pauses})
+        );
         return Ok(());
     }
+    super::kinds::print_pauses(&pauses);
     if page.is_empty() {
         println!("no actions");
     }

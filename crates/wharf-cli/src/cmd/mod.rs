@@ -7,6 +7,7 @@ pub mod bench;
 pub mod credential;
 pub mod db;
 pub mod key;
+pub mod kinds;
 pub mod operator;
 pub mod outbound;
 pub mod progress;

@@ -23,7 +23,7 @@ pub struct OperatorArgs {
 }
 
 impl OperatorArgs {
-    fn operator(self) -> wharf::outbox::Operator {
+    pub(crate) fn operator(self) -> wharf::outbox::Operator {
         let actor = self
             .actor
             .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
@@ -202,11 +202,12 @@ pub async fn audit(config: &Config, args: AuditArgs) -> anyhow::Result<()> {
     }
     for e in &items {
         println!(
-            "{:>8}  {}  {:<8} action {:<10} by {:<20} {}  {}",
+            "{:>8}  {}  {:<8} {:<17} by {:<20} {}  {}",
             e.audit_id,
             e.recorded_at.format("%Y-%m-%d %H:%M:%S"),
             e.operation,
-            e.action_id,
+            e.action_id
+                .map_or_else(|| "-".to_owned(), |id| format!("action {id}")),
             e.actor,
             e.correlation_id,
             e.detail

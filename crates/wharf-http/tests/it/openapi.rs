@@ -24,6 +24,13 @@ fn the_document_lists_every_route_of_the_spec() {
         ("/v1/actions/{id}/resolve", "post"),
         ("/v1/actions/{id}/resolutions", "get"),
         ("/v1/audit", "get"),
+        ("/v1/kinds/{kind}/pause", "post"),
+        ("/v1/kinds/{kind}/resume", "post"),
+        ("/v1/pauses", "get"),
+        (
+            "/v1/tenants/{tenant}/projects/{project}/dead-letters/redrive",
+            "post",
+        ),
         ("/v1/subjects/{account}/actions", "delete"),
         ("/healthz", "get"),
         ("/readyz", "get"),

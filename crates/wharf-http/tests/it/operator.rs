@@ -410,3 +410,185 @@ async fn the_action_list_pages_by_keyset_with_filters() {
     let (_, none) = get(&base, "/v1/actions?tenant=other").await;
     assert_eq!(page_ids(&none), Vec::<i64>::new());
 }
+
+#[tokio::test]
+async fn pause_and_resume_over_http_are_audited_and_listed() {
+    let db = TestDb::new().await;
+    let base = start(&db).await;
+    let (status, body) = post(
+        &base,
+        "/v1/kinds/noop/pause",
+        Some(json!({"tenant": "t1", "note": "provider outage", "actor": "alice"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["created"], true);
+    assert_eq!(body["pause"]["kind"], "noop");
+    assert_eq!(body["pause"]["tenant_id"], "t1");
+    assert_eq!(body["pause"]["note"], "provider outage");
+    let audit_id = body["audit_id"].clone();
+
+    // Again: the same pause, 200, nothing written.
+    let before = snapshot(&db.pool).await;
+    let (status, again) = post(&base, "/v1/kinds/noop/pause", Some(json!({"tenant": "t1"}))).await;
+    assert_eq!((status, &again["created"]), (200, &json!(false)), "{again}");
+    assert_eq!(again["audit_id"], Value::Null);
+    assert_eq!(snapshot(&db.pool).await, before);
+
+    // A kind-wide pause with an empty body.
+    let (status, _) = post(&base, "/v1/kinds/noop/pause", None).await;
+    assert_eq!(status, 201);
+    let (status, listed) = get(&base, "/v1/pauses").await;
+    assert_eq!(status, 200);
+    let tenants: Vec<&Value> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["tenant_id"])
+        .collect();
+    assert_eq!(tenants, [&Value::Null, &json!("t1")]);
+
+    let (status, resumed) = post(
+        &base,
+        "/v1/kinds/noop/resume",
+        Some(json!({"tenant": "t1"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{resumed}");
+    assert_eq!(resumed["resumed"], true);
+    assert_eq!(resumed["ended"]["note"], "provider outage");
+    let (status, none) = post(
+        &base,
+        "/v1/kinds/noop/resume",
+        Some(json!({"tenant": "t1"})),
+    )
+    .await;
+    assert_eq!((status, &none["resumed"]), (200, &json!(false)));
+
+    let (_, audit) = get(&base, "/v1/audit").await;
+    let ops: Vec<(&Value, &Value)> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (&e["operation"], &e["action_id"]))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            (&json!("pause"), &Value::Null),
+            (&json!("pause"), &Value::Null),
+            (&json!("resume"), &Value::Null)
+        ]
+    );
+    assert_eq!(audit["items"][0]["audit_id"], audit_id);
+    assert_eq!(audit["items"][0]["actor"], "alice");
+    assert_eq!(audit["items"][0]["correlation_id"], "corr-http-1");
+}
+
+#[tokio::test]
+async fn refused_pauses_and_redrives_change_nothing() {
+    let db = TestDb::new().await;
+    let base = start(&db).await;
+    let before = snapshot(&db.pool).await;
+    let long_note = "n".repeat(wharf::outbox::NOTE_BYTES_MAX + 1);
+    let redrive = "/v1/tenants/acme/projects/p1/dead-letters/redrive";
+    // Path, body, token, status, code (all POST).
+    type Refusal<'a> = (&'a str, Option<Value>, Option<&'a str>, u16, &'a str);
+    let cases: Vec<Refusal> = vec![
+        ("/v1/kinds/noop/pause", None, None, 401, "unauthorized"),
+        (
+            "/v1/kinds/noop/pause",
+            None,
+            Some("wrong"),
+            401,
+            "unauthorized",
+        ),
+        (
+            "/v1/kinds/nope/pause",
+            None,
+            Some(TOKEN),
+            400,
+            "unknown-kind",
+        ),
+        (
+            "/v1/kinds/noop/pause",
+            Some(json!({"tenant": ""})),
+            Some(TOKEN),
+            400,
+            "invalid-request",
+        ),
+        (
+            "/v1/kinds/noop/pause",
+            Some(json!({"note": long_note})),
+            Some(TOKEN),
+            400,
+            "invalid-request",
+        ),
+        (
+            "/v1/kinds/noop/pause",
+            Some(json!({"tenants": "t1"})),
+            Some(TOKEN),
+            400,
+            "invalid-request",
+        ),
+        (
+            "/v1/kinds/noop/resume",
+            Some(json!({"note": "x"})),
+            Some(TOKEN),
+            400,
+            "invalid-request",
+        ),
+        (redrive, None, None, 401, "unauthorized"),
+        (
+            redrive,
+            Some(json!({"limit": 0})),
+            Some(TOKEN),
+            400,
+            "invalid-request",
+        ),
+        (
+            redrive,
+            Some(json!({"limit": 101})),
+            Some(TOKEN),
+            400,
+            "invalid-request",
+        ),
+        (
+            redrive,
+            Some(json!({"dry_run": "yes"})),
+            Some(TOKEN),
+            400,
+            "invalid-request",
+        ),
+        (
+            "/v1/tenants/acme/projects/p1/dead-letters/redrive",
+            Some(json!({"error_code": "NOT A CODE"})),
+            Some(TOKEN),
+            400,
+            "invalid-request",
+        ),
+    ];
+    for (path, body, token, status, code) in cases {
+        let (got, answer) = call(&base, reqwest::Method::POST, path, body.clone(), token).await;
+        assert_eq!(
+            (got, answer["code"].as_str()),
+            (status, Some(code)),
+            "{path} {body:?}: {answer}"
+        );
+        assert_eq!(answer["correlation_id"], "corr-http-1", "{answer}");
+    }
+    let (status, _) = call(&base, reqwest::Method::GET, "/v1/pauses", None, None).await;
+    assert_eq!(status, 401);
+    assert_eq!(snapshot(&db.pool).await, before);
+
+    // A dry run over an empty scope finds nothing and writes nothing; so does an applied one.
+    for dry_run in [true, false] {
+        let (status, body) = post(&base, redrive, Some(json!({"dry_run": dry_run}))).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body,
+            json!({"dry_run": dry_run, "items": [], "more": false})
+        );
+    }
+    assert_eq!(snapshot(&db.pool).await, before);
+}

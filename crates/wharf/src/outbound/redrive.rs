@@ -112,7 +112,7 @@ pub async fn redrive(
             store::operator::audit_insert(
                 &mut *tx,
                 "redrive",
-                row.id,
+                Some(row.id),
                 &op.actor,
                 &detail,
                 &op.correlation_id,

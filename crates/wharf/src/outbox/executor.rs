@@ -40,6 +40,7 @@ use super::fail_point::{self, FailPoint};
 use super::fences::Fences;
 use super::kind::{ClaimBudget, Registry};
 use super::metrics;
+use super::pause::{self, PauseSet};
 use crate::store;
 
 mod config;
@@ -151,6 +152,9 @@ struct Inner {
     wake: Notify,
     /// Wakes the loop to start prefetched actions: an attempt ended and freed its slot.
     freed: Notify,
+    /// The pauses claims skip, as last read; `None` until the first read, and no claim is
+    /// made before it (a restarted replica must not claim a paused kind).
+    pauses: std::sync::RwLock<Option<Arc<PauseSet>>>,
 }
 
 /// Runs actions. Cheap to clone (shared state).
@@ -196,6 +200,7 @@ impl Executor {
                 config,
                 wake: Notify::new(),
                 freed: Notify::new(),
+                pauses: std::sync::RwLock::new(None),
             }),
         })
     }
@@ -262,20 +267,24 @@ impl Executor {
     /// per-tenant caps of the kinds that answered [`ClaimBudget::PerTenant`] (only caps that
     /// can bind a claim of `want`; see [`KindCaps::new`]). `room` says how many actions of a
     /// kind this executor can take on now.
+    ///
+    /// Paused kinds are left out; a kind paused for some tenants gets a cap of 0 for each of
+    /// them (beside its own caps, if it has any), so the capped claim never looks at them.
     fn allowances(
         &self,
         want: u32,
+        paused: &PauseSet,
         room: impl Fn(&str) -> u32,
     ) -> (HashMap<&'static str, u32>, Caps) {
         let inner = &self.inner;
         let mut kinds = HashMap::new();
         let mut caps = Caps::default();
         for r in inner.registry.all() {
-            if !inner.per_kind.contains_key(r.spec.name) {
+            if !inner.per_kind.contains_key(r.spec.name) || paused.kind_paused(r.spec.name) {
                 continue;
             }
             let permits = room(r.spec.name);
-            let (budget, per_tenant) = match r.adapter.claim_budget() {
+            let (budget, mut per_tenant) = match r.adapter.claim_budget() {
                 ClaimBudget::Unlimited => (u32::MAX, None),
                 ClaimBudget::AtMost(n) => (n, None),
                 ClaimBudget::PerTenant {
@@ -284,6 +293,11 @@ impl Executor {
                     tenants,
                 } => (total, Some((others, tenants))),
             };
+            let stopped = paused.tenants(r.spec.name);
+            if !stopped.is_empty() {
+                let (_, listed) = per_tenant.get_or_insert_with(|| (u32::MAX, Vec::new()));
+                listed.extend(stopped.iter().map(|t| (t.clone(), 0)));
+            }
             let mut allowed = permits.min(budget);
             if let Some((others, tenants)) = per_tenant
                 && allowed > 0
@@ -302,6 +316,42 @@ impl Executor {
         (kinds, caps)
     }
 
+    /// Reads the pauses in force, keeps them for the claims to come, and sets the gauge.
+    pub(super) async fn refresh_pauses(&self) -> Result<Arc<PauseSet>, Error> {
+        let fresh = Arc::new(PauseSet::new(&pause::pauses(&self.inner.statements).await?));
+        let before = {
+            let mut slot = self.inner.pauses.write().unwrap_or_else(|e| e.into_inner());
+            slot.replace(fresh.clone())
+        };
+        let Some(before) = before else {
+            // The loop held its claims for this first read: wake it.
+            self.inner.wake.notify_one();
+            for (kind, tenant) in fresh.each() {
+                metrics::paused(kind, tenant, true);
+            }
+            return Ok(fresh);
+        };
+        if *before != *fresh {
+            let now: HashSet<(&str, Option<&str>)> = fresh.each().collect();
+            for (kind, tenant) in before.each().filter(|p| !now.contains(p)) {
+                metrics::paused(kind, tenant, false);
+            }
+            for (kind, tenant) in &now {
+                metrics::paused(kind, *tenant, true);
+            }
+        }
+        Ok(fresh)
+    }
+
+    /// The pauses as last read; `None` before the first read.
+    pub(super) fn paused(&self) -> Option<Arc<PauseSet>> {
+        self.inner
+            .pauses
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// A global and a per-kind permit for one attempt of `kind`, if both are free.
     fn permits(&self, kind: &str) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
         let kind_sem = self.inner.per_kind.get(kind)?;
@@ -318,7 +368,10 @@ impl Executor {
             return Ok(Vec::new());
         }
         let inner = &self.inner;
-        let (mut allowances, mut caps) = self.allowances(want, |kind| {
+        // Read fresh on every call: this path is the tests' and `wharf drain`'s, where a pause
+        // must hold from the moment it committed.
+        let paused = self.refresh_pauses().await?;
+        let (mut allowances, mut caps) = self.allowances(want, &paused, |kind| {
             inner
                 .per_kind
                 .get(kind)

@@ -21,6 +21,9 @@ pub const OLDEST_DUE_AGE_SECONDS: &str = "wharf_action_oldest_due_age_seconds";
 /// Counter: claimed actions given back unrun (no attempt counted): beyond a kind's allowance,
 /// held too long or at shutdown, or after a fence that could not reach the database.
 pub const GIVEN_BACK_TOTAL: &str = "wharf_action_given_back_total";
+/// Gauge: 1 while a pause is in force, by `kind` and `tenant` ("*" for a kind-wide pause);
+/// 0 once this replica saw it resumed.
+pub const KIND_PAUSED: &str = "wharf_kind_paused";
 /// Histogram: seconds per claim statement.
 pub const CLAIM_SECONDS: &str = "wharf_claim_seconds";
 /// Histogram: seconds per `execute` call, by `kind`.
@@ -120,4 +123,13 @@ pub(crate) fn execution_took(kind: &str, took: Duration) {
 pub(crate) fn due(kind: &str, depth: i64, oldest_s: f64) {
     metrics::gauge!(DUE_DEPTH, "kind" => kind.to_owned()).set(depth as f64);
     metrics::gauge!(OLDEST_DUE_AGE_SECONDS, "kind" => kind.to_owned()).set(oldest_s.max(0.0));
+}
+
+pub(crate) fn paused(kind: &str, tenant: Option<&str>, on: bool) {
+    metrics::gauge!(
+        KIND_PAUSED,
+        "kind" => kind.to_owned(),
+        "tenant" => tenant.unwrap_or("*").to_owned()
+    )
+    .set(if on { 1.0 } else { 0.0 });
 }

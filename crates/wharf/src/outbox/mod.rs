@@ -21,7 +21,8 @@
 //!   call.
 //! - [`admit`], [`refuse`], [`get`], [`list`], [`erase_subject`], [`delete_ended_before`] for
 //!   operators; [`cancel`], [`resolve`] (in-doubt actions, with an optional [`resend`]) and
-//!   [`audit`] write and read the operator audit (`operator.rs`).
+//!   [`audit`] write and read the operator audit (`operator.rs`); [`pause`] and [`resume`]
+//!   stop and restart claims of a kind, or of a kind for one tenant (`pause.rs`).
 //!
 //! The lifecycle itself (states, the one transition table, stop reasons) is
 //! `wharf_core::action`; the database's guard trigger mirrors it. Time is always the
@@ -40,6 +41,7 @@ mod kind;
 pub mod metrics;
 mod operator;
 mod ops;
+mod pause;
 mod request;
 
 pub use attempt::{Attempt, Fence, FenceRefused};
@@ -63,6 +65,7 @@ pub use ops::{
     ActionView, ENQUEUE_BATCH_MAX, Enqueued, LIST_LIMIT_MAX, ListFilter, admit,
     delete_ended_before, enqueue, enqueue_many, erase_subject, get, list, refuse,
 };
+pub use pause::{PAUSE_REFRESH_MS, PAUSES_MAX, Pause, Paused, Resumed, pause, pauses, resume};
 pub use request::{
     ActionRequest, IDEMPOTENCY_KEY_BYTES_MAX, LANE_KEY_BYTES_MAX, PAYLOAD_DEPTH_MAX,
     SCOPE_BYTES_MAX, canonical_payload, content_digest,

@@ -116,7 +116,7 @@ pub async fn cancel(conn: &mut PgConnection, op: &Operator, id: i64) -> Result<C
     let audit_id = store::operator::audit_insert(
         &mut *tx,
         "cancel",
-        id,
+        Some(id),
         &op.actor,
         &detail,
         &op.correlation_id,
@@ -279,7 +279,7 @@ pub async fn resolve(
     let audit_id = store::operator::audit_insert(
         &mut *tx,
         "resolve",
-        id,
+        Some(id),
         &op.actor,
         &detail,
         &op.correlation_id,
@@ -359,9 +359,11 @@ pub async fn resend_of<'c>(
 #[non_exhaustive]
 pub struct AuditEntry {
     pub audit_id: i64,
-    /// `cancel` or `resolve`.
+    /// `cancel`, `resolve`, `redrive`, `pause` or `resume`.
     pub operation: String,
-    pub action_id: i64,
+    /// The action it was about; `None` for `pause` and `resume` (the kind and tenant are in
+    /// `detail`).
+    pub action_id: Option<i64>,
     pub actor: String,
     /// States, ids and codes; never a payload or a note.
     pub detail: Value,

@@ -9,6 +9,7 @@ pub mod inbox;
 pub mod operator;
 pub mod outbound;
 pub mod outbox;
+pub mod pause;
 pub mod verify;
 
 /// Whether the database answers a trivial query (`/readyz`).

@@ -44,7 +44,7 @@ pub async fn cancel<'c>(executor: impl PgExecutor<'c>, id: i64) -> Result<bool, 
 pub async fn audit_insert<'c>(
     executor: impl PgExecutor<'c>,
     operation: &str,
-    action_id: i64,
+    action_id: Option<i64>,
     actor: &str,
     detail: &Value,
     correlation_id: &str,
@@ -64,7 +64,7 @@ pub async fn audit_insert<'c>(
 pub struct AuditRow {
     pub audit_id: i64,
     pub operation: String,
-    pub action_id: i64,
+    pub action_id: Option<i64>,
     pub actor: String,
     pub detail: Value,
     pub correlation_id: String,

@@ -12,6 +12,7 @@ mod fence;
 mod guard;
 mod housekeeping;
 mod operator;
+mod pause;
 mod reclaim;
 mod run_loop;
 mod support;

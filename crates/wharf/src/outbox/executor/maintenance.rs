@@ -1,6 +1,7 @@
 //! Housekeeping of one replica: the sweeps (expired unstarted actions; leases lost after a write
 //! or on the last attempt), retention and the due gauges, one shot each, and the task that runs
-//! them on their intervals beside `run`'s loop.
+//! them on their intervals beside `run`'s loop; and the task that keeps the pauses the loop
+//! claims under fresh.
 //!
 //! Owns: when and in what bounded batches each runs, and what each reports. Must not know SQL
 //! (the store has it) or anything of claiming and running attempts.
@@ -111,6 +112,30 @@ impl Executor {
             tokio::select! {
                 _ = stop.wait_for(|stop| *stop) => return,
                 _ = tokio::time::sleep_until(next.into()) => {}
+            }
+        }
+    }
+
+    /// Reads the pauses every [`PAUSE_REFRESH_MS`](crate::outbox::PAUSE_REFRESH_MS) until
+    /// `stop` turns true, on its own task: a long sweep must not make a pause late. While the
+    /// database does not answer, the last pauses read stay in force (and before the first
+    /// read, the loop claims nothing).
+    pub(super) async fn watch_pauses(&self, mut stop: watch::Receiver<bool>) {
+        let every = Duration::from_millis(crate::outbox::PAUSE_REFRESH_MS);
+        let mut failing = false;
+        loop {
+            match self.refresh_pauses().await {
+                Ok(_) => failing = false,
+                // One warning per outage, not one a second.
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "outbox pauses cannot be read; the last ones read stay in force");
+                }
+                Err(e) => tracing::debug!(error = %e, "outbox pauses still cannot be read"),
+            }
+            tokio::select! {
+                _ = stop.wait_for(|stop| *stop) => return,
+                _ = tokio::time::sleep(every) => {}
             }
         }
     }

@@ -121,7 +121,12 @@ impl Executor {
         let (stop_housekeeping, stopped) = watch::channel(false);
         let housekeeping = {
             let this = self.clone();
+            let stopped = stopped.clone();
             tokio::spawn(async move { this.housekeeping(stopped).await })
+        };
+        let pause_watch = {
+            let this = self.clone();
+            tokio::spawn(async move { this.watch_pauses(stopped).await })
         };
         let fences = Fences::start(inner.statements.clone(), c.fence_margin_ms);
 
@@ -186,8 +191,10 @@ impl Executor {
             // spend it.
             let may_claim = claiming == 0
                 || (claiming < c.claims_in_flight_max && last_full && self.budgets_unlimited());
-            if may_claim && want > 0 && worth_it {
-                let (allowances, caps) = self.allowances(want, |kind| {
+            // No claim before the pauses were read once (`watch_pauses`).
+            let paused = self.paused();
+            if let Some(paused) = paused.filter(|_| may_claim && want > 0 && worth_it) {
+                let (allowances, caps) = self.allowances(want, &paused, |kind| {
                     let running = inner.per_kind.get(kind).map_or(0, |s| {
                         c.per_kind_concurrency_max - s.available_permits() as u32
                     });
@@ -325,6 +332,7 @@ impl Executor {
         drop(fences);
         let _ = recorder.await;
         let _ = housekeeping.await;
+        let _ = pause_watch.await;
         if let Some(listener) = listener {
             listener.abort();
         }

@@ -99,7 +99,10 @@ async fn dead_envelopes_are_redriven_once_in_order_with_the_same_bytes() {
             .all(|e| e.operation == "redrive" && e.actor == "alice")
     );
     assert_eq!(
-        audit.iter().map(|e| e.action_id).collect::<Vec<_>>(),
+        audit
+            .iter()
+            .map(|e| e.action_id.expect("a redrive names its action"))
+            .collect::<Vec<_>>(),
         originals
     );
 

@@ -100,7 +100,7 @@ async fn cancel_ends_proposed_and_admitted_actions_with_an_audit_row() {
             entries[0].actor.as_str(),
             entries[0].correlation_id.as_str()
         ),
-        ("cancel", admitted, "alice@example.org", "corr-1")
+        ("cancel", Some(admitted), "alice@example.org", "corr-1")
     );
     assert_eq!(entries[0].detail, json!({"from": "ADMITTED", "kind": KIND}));
     assert_eq!(

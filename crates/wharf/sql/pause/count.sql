@@ -1,0 +1,2 @@
+-- How many pauses are in force.
+SELECT count(*) FROM wharf.kind_pause
