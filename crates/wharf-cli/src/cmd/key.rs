@@ -1,8 +1,11 @@
-//! `wharf key generate|add|retire|revoke|list`: Ed25519 verification keys per (tenant, project).
+//! `wharf key generate|add|retire|revoke|remove|list`: Ed25519 verification keys per (tenant,
+//! project).
 //!
 //! `generate` prints the private seed once (standard base64) for the producer; the server keeps
 //! only the public key. Rotation: generate or add a new key, move producers to it, retire the
-//! old one (it verifies for its replay window); revoke a compromised one (it stops at once).
+//! old one (it verifies for its replay window); revoke a compromised one (it stops at once);
+//! remove a revoked one once nothing it signed can be replayed (`wharf serve` does that on its
+//! own; `remove` says what still depends on the key when it cannot).
 
 use std::time::Duration;
 
@@ -62,6 +65,19 @@ enum KeyCommand {
         scope: Scope,
         /// The key id.
         key_id: String,
+    },
+    /// Remove a revoked key, once none of the envelopes it signed can be replayed.
+    Remove {
+        #[command(flatten)]
+        scope: Scope,
+        /// The key id.
+        key_id: String,
+        /// Who removes it (written to the audit).
+        #[arg(long)]
+        operator: String,
+        /// Why (written to the audit).
+        #[arg(long)]
+        reason: String,
     },
     /// Revoke a key: it stops verifying at once.
     Revoke {
@@ -151,6 +167,24 @@ async fn command(pool: &sqlx::PgPool, command: KeyCommand) -> anyhow::Result<()>
         KeyCommand::Revoke { scope, key_id } => {
             wharf::inbox::revoke_key(pool, &scope.tenant, &scope.project, &key_id).await?;
             println!("key {key_id} revoked");
+        }
+        KeyCommand::Remove {
+            scope,
+            key_id,
+            operator,
+            reason,
+        } => {
+            let mut conn = pool.acquire().await?;
+            wharf::inbox::remove_key(
+                &mut conn,
+                &scope.tenant,
+                &scope.project,
+                &key_id,
+                &operator,
+                &reason,
+            )
+            .await?;
+            println!("key {key_id} removed");
         }
         KeyCommand::List {
             tenant,

@@ -165,6 +165,9 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             .context("invalid [console] configuration")?;
     }
     let (inbox_settings, jetstream) = inbox_section(config)?;
+    let housekeeping = inbox_settings
+        .housekeeping()
+        .context("invalid [inbox] configuration")?;
     let inbox_config = inbox_settings
         .into_config()
         .context("invalid [inbox] configuration")?;
@@ -261,6 +264,13 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
                     console,
                 )?);
             }
+            // Payload retention and the removal of revoked keys nothing depends on, beside
+            // the server: a slow run never holds up a request.
+            let housekept = tokio::spawn(wharf::inbox::housekeeping_loop(
+                db.pool.clone(),
+                housekeeping,
+                stop.clone().wait(),
+            ));
             crate::telemetry::sample_pool(db.pool.clone(), open.connections_max);
             let app = wharf_http::app(routers).layer(axum::middleware::from_fn_with_state(
                 crate::telemetry::RequestLog::new(),
@@ -277,6 +287,12 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
                     .await
                     .context("the executor failed")
             };
+            if executed.is_err() {
+                // What waits below stops on the stop signal: raise it, or a failed executor
+                // would leave the server waiting for them forever.
+                stop.trigger();
+            }
+            housekept.await.context("the inbox housekeeping panicked")?;
             while let Some(joined) = consumers.join_next().await {
                 joined
                     .context("a JetStream consumer panicked")?

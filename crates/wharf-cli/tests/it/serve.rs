@@ -164,6 +164,14 @@ async fn serve_refuses_an_invalid_configuration_before_serving() {
         ("[console]\npath = \"console\"\n", "[console]"),
         ("[console]\nsession_ms = 0\n", "[console]"),
         ("[console]\ncolour = \"red\"\n", "console"),
+        (
+            "[inbox]\npayload_retention_days = 0\n",
+            "payload_retention_days",
+        ),
+        (
+            "[inbox]\nhousekeeping_interval_ms = 999\n",
+            "housekeeping_interval_ms",
+        ),
     ] {
         let config = cwd.path().join("wharf.toml");
         std::fs::write(&config, table).unwrap();
@@ -220,4 +228,108 @@ async fn serve_serves_the_console_unless_it_is_switched_off() {
     let off = Server::start(cwd.path(), &["--no-console"], &env).await;
     assert_eq!(status(off.base.clone(), "/ops/sign-in").await, 404);
     off.interrupt();
+}
+
+/// `serve`'s inbox housekeeping removes a revoked key that signed nothing, on its own, and
+/// audits it; a revoked key with replayable envelopes stays.
+#[tokio::test]
+async fn serve_removes_revoked_keys_nothing_depends_on() {
+    let db = wharf_testkit::TestDb::new().await;
+    let cwd = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = wharf()
+            .current_dir(cwd.path())
+            .args(args)
+            .env("DATABASE_URL", db.url())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&["tenant", "create", "acme"]);
+    for key in ["old", "kept"] {
+        run(&[
+            "key",
+            "generate",
+            "--tenant",
+            "acme",
+            "--project",
+            "p1",
+            "--key-id",
+            key,
+        ]);
+    }
+    run(&[
+        "key",
+        "revoke",
+        "--tenant",
+        "acme",
+        "--project",
+        "p1",
+        "old",
+    ]);
+    // By hand, the active key is refused with the step that comes first.
+    let refused = wharf()
+        .current_dir(cwd.path())
+        .args([
+            "key",
+            "remove",
+            "--tenant",
+            "acme",
+            "--project",
+            "p1",
+            "kept",
+            "--operator",
+            "ops",
+            "--reason",
+            "tidy",
+        ])
+        .env("DATABASE_URL", db.url())
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("is active") && stderr.contains("retire"),
+        "{stderr}"
+    );
+    std::fs::write(
+        cwd.path().join("wharf.toml"),
+        "[inbox]\nhousekeeping_interval_ms = 1000\n",
+    )
+    .unwrap();
+    let server = Server::start(cwd.path(), &[], &[("DATABASE_URL", &db.url())]).await;
+    let started = std::time::Instant::now();
+    loop {
+        let keys: Vec<String> =
+            sqlx::query_scalar("SELECT key_id FROM wharf.inbox_keys ORDER BY key_id")
+                .fetch_all(&db.pool)
+                .await
+                .unwrap();
+        if keys == ["kept"] {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "still {keys:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    server.interrupt();
+    let audit: (String, String) = sqlx::query_as(
+        "SELECT actor_account, key_id FROM wharf.inbox_audit WHERE action = 'key-remove'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        audit,
+        (
+            wharf::inbox::HOUSEKEEPING_OPERATOR.to_owned(),
+            "old".to_owned()
+        )
+    );
 }

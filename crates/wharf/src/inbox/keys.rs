@@ -1,5 +1,5 @@
-//! Verification keys per (tenant, project): generate, add, retire, revoke, list, and the rule for
-//! whether a stored key may verify right now ([`key_usable`], pure).
+//! Verification keys per (tenant, project): generate, add, retire, revoke, remove, list, and the
+//! rule for whether a stored key may verify right now ([`key_usable`], pure).
 //!
 //! Owns: key administration and key state. Must not know how a signature is checked (that is
 //! `wharf_core::sign`) or what happens after verification.
@@ -9,6 +9,12 @@
 //! signed just before the switch and retried later still verify. A revoked key (compromise)
 //! stops verifying at once. The server stores only public keys; [`generate_key`] hands the
 //! private seed to the caller and forgets it.
+//!
+//! Removal ends the lifecycle (retire → revoke → remove): [`remove_key`] deletes a revoked key
+//! only when none of the envelopes it accepted can be replayed — each is below its stream's
+//! replay floor, or its payload expired and the key's replay window has passed since it was
+//! accepted — and audits it; otherwise it says what still depends on the key.
+//! [`remove_safe_keys`] does it for every key that qualifies (`wharf serve`'s housekeeping).
 
 use std::time::Duration;
 
@@ -16,7 +22,7 @@ use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use rand::RngCore as _;
-use sqlx::PgExecutor;
+use sqlx::{Acquire, PgConnection, PgExecutor};
 
 use super::credentials::is_foreign_key_violation;
 use super::error::InboxError;
@@ -244,6 +250,110 @@ pub async fn revoke_key<'e>(
             what: "active or retired key",
         })
     }
+}
+
+/// Most keys one [`remove_safe_keys`] call removes.
+pub const KEY_REMOVALS_PER_RUN_MAX: usize = 100;
+
+/// Deletes a revoked key when nothing it signed can still be replayed (see the module docs),
+/// with one audit row (`key-remove`, the operator and reason), in the caller's transaction (a
+/// savepoint of it). Refuses with nothing changed: no such key ([`InboxError::NotFound`]); an
+/// active or retired key, or envelopes that still depend on it ([`InboxError::Conflict`],
+/// saying which step comes first or how many envelopes in how many streams); a bad operator
+/// or reason ([`InboxError::Invalid`]).
+pub async fn remove_key(
+    conn: &mut PgConnection,
+    tenant: &str,
+    project: &str,
+    key_id: &str,
+    operator: &str,
+    reason: &str,
+) -> Result<(), InboxError> {
+    super::streams::check_operator(operator, reason)?;
+    let mut tx = conn.begin().await?;
+    let (state, window_s) = store::key_lock(&mut *tx, tenant, project, key_id)
+        .await?
+        .ok_or(InboxError::NotFound { what: "key" })?;
+    match state.as_str() {
+        "revoked" => {}
+        "active" => {
+            return Err(InboxError::Conflict(format!(
+                "key {key_id} is active: move its producers to another key, retire it (it keeps \
+                 verifying for its replay window), revoke it, then remove it"
+            )));
+        }
+        _ => {
+            return Err(InboxError::Conflict(format!(
+                "key {key_id} is retired, not revoked: revoke it first (it stops verifying at \
+                 once), then remove it"
+            )));
+        }
+    }
+    let left = store::key_replayable(&mut *tx, tenant, project, key_id, window_s).await?;
+    if left.envelopes > 0 {
+        let until = left
+            .newest_accepted_at
+            .map(|at| at + chrono::Duration::seconds(window_s))
+            .map_or_else(String::new, |t| {
+                format!(
+                    ", and the replay window of the newest ends {}",
+                    t.to_rfc3339()
+                )
+            });
+        return Err(InboxError::Conflict(format!(
+            "key {key_id} signed {} envelope(s) in {} stream(s) that can still be replayed: \
+             they stop depending on it when their streams' replay floors pass them (`wharf \
+             streams advance-floor`), or when their payloads have expired and the key's replay \
+             window has passed since they were accepted{until}",
+            left.envelopes, left.streams
+        )));
+    }
+    if !store::key_delete(&mut *tx, tenant, project, key_id).await? {
+        return Err(InboxError::NotFound {
+            what: "revoked key",
+        });
+    }
+    store::audit_insert_key(
+        &mut *tx,
+        tenant,
+        project,
+        operator,
+        key_id,
+        reason,
+        &super::new_correlation_id(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Removes up to [`KEY_REMOVALS_PER_RUN_MAX`] revoked keys that nothing replayable depends on,
+/// each as [`remove_key`] does (audited as `operator`), and returns them as (tenant, project,
+/// key id). A key that gained a dependant since it was found is left for the next run.
+pub async fn remove_safe_keys(
+    pool: &sqlx::PgPool,
+    operator: &str,
+) -> Result<Vec<(String, String, String)>, InboxError> {
+    let found = store::keys_removable(pool, KEY_REMOVALS_PER_RUN_MAX as i64).await?;
+    let mut removed = Vec::with_capacity(found.len());
+    let mut conn = pool.acquire().await?;
+    for (tenant, project, key_id) in found {
+        match remove_key(
+            &mut conn,
+            &tenant,
+            &project,
+            &key_id,
+            operator,
+            "revoked, and nothing it signed can be replayed",
+        )
+        .await
+        {
+            Ok(()) => removed.push((tenant, project, key_id)),
+            Err(InboxError::Conflict(_) | InboxError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
 }
 
 /// The keys of `tenant` (of one project when given).

@@ -112,13 +112,17 @@ pub use credentials::{
 pub use error::InboxError;
 pub use group::{GROUP_ENVELOPES_MAX, GROUPS_IN_FLIGHT};
 pub use keys::{
-    GeneratedKey, KEY_REPLAY_WINDOW_DEFAULT_S, KeyInfo, KeyUse, add_key, generate_key,
-    key_from_base64, key_to_base64, key_usable, list_keys, retire_key, revoke_key,
+    GeneratedKey, KEY_REMOVALS_PER_RUN_MAX, KEY_REPLAY_WINDOW_DEFAULT_S, KeyInfo, KeyUse, add_key,
+    generate_key, key_from_base64, key_to_base64, key_usable, list_keys, remove_key,
+    remove_safe_keys, retire_key, revoke_key,
 };
 pub use limiter::{LimitPolicy, Limiter};
 pub use response::{BatchResponse, ItemResponse, Original, Response, Status};
 pub use retention::{
-    PAYLOAD_RETENTION_DEFAULT, RETENTION_BATCH_MAX, delete_expired_payloads, run_retention,
+    HOUSEKEEPING_BATCHES_MAX, HOUSEKEEPING_INTERVAL_MS_DEFAULT, HOUSEKEEPING_INTERVAL_MS_MAX,
+    HOUSEKEEPING_INTERVAL_MS_MIN, HOUSEKEEPING_OPERATOR, Housekeeping, HousekeepingReport,
+    PAYLOAD_RETENTION_DAYS_MAX, PAYLOAD_RETENTION_DEFAULT, RETENTION_BATCH_MAX,
+    delete_expired_payloads, housekeep, housekeeping_loop, run_retention,
 };
 pub use settings::{InboxSettings, load_schemas};
 pub use streams::{Producer, StreamChange, StreamId, StreamInfo};

@@ -10,6 +10,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::error::InboxError;
+use super::retention::{
+    HOUSEKEEPING_INTERVAL_MS_DEFAULT, HOUSEKEEPING_INTERVAL_MS_MAX, HOUSEKEEPING_INTERVAL_MS_MIN,
+    Housekeeping, PAYLOAD_RETENTION_DAYS_MAX, PAYLOAD_RETENTION_DEFAULT,
+};
 use super::{InboxConfig, LimitPolicy};
 use crate::core::schema::Catalog;
 
@@ -49,9 +53,39 @@ pub struct InboxSettings {
     /// A directory of operator payload schemas, one `<event_type>.json` file per type, added to
     /// the 14 built-in v1 types.
     pub schemas_dir: Option<PathBuf>,
+    /// Days inbox payloads are kept before `serve`'s housekeeping deletes them (default 90).
+    pub payload_retention_days: Option<u64>,
+    /// How often `serve` runs the inbox housekeeping, in milliseconds (default one hour).
+    pub housekeeping_interval_ms: Option<u64>,
 }
 
 impl InboxSettings {
+    /// The housekeeping these settings describe ([`Housekeeping`]), checked against its bounds.
+    pub fn housekeeping(&self) -> Result<Housekeeping, InboxError> {
+        let days = self
+            .payload_retention_days
+            .unwrap_or(PAYLOAD_RETENTION_DEFAULT.as_secs() / 86_400);
+        if !(1..=PAYLOAD_RETENTION_DAYS_MAX).contains(&days) {
+            return Err(InboxError::invalid(
+                "payload_retention_days",
+                format!("must be 1..={PAYLOAD_RETENTION_DAYS_MAX}"),
+            ));
+        }
+        let interval_ms = self
+            .housekeeping_interval_ms
+            .unwrap_or(HOUSEKEEPING_INTERVAL_MS_DEFAULT);
+        if !(HOUSEKEEPING_INTERVAL_MS_MIN..=HOUSEKEEPING_INTERVAL_MS_MAX).contains(&interval_ms) {
+            return Err(InboxError::invalid(
+                "housekeeping_interval_ms",
+                format!("must be {HOUSEKEEPING_INTERVAL_MS_MIN}..={HOUSEKEEPING_INTERVAL_MS_MAX}"),
+            ));
+        }
+        Ok(Housekeeping {
+            payload_retention: std::time::Duration::from_secs(days * 86_400),
+            interval: std::time::Duration::from_millis(interval_ms),
+        })
+    }
+
     /// The [`InboxConfig`] these settings describe, reading `schemas_dir` when set.
     pub fn into_config(self) -> Result<InboxConfig, InboxError> {
         let mut config = InboxConfig::default();

@@ -82,7 +82,7 @@ pub struct StreamChange {
     pub after: u64,
 }
 
-fn check_operator(operator: &str, reason: &str) -> Result<(), InboxError> {
+pub(crate) fn check_operator(operator: &str, reason: &str) -> Result<(), InboxError> {
     if !is_identity(operator) {
         return Err(InboxError::invalid(
             "operator",

@@ -885,3 +885,93 @@ pub async fn group_commit<'e>(
         audited,
     })
 }
+
+/// `key_lock.sql`: one key's state and replay window, locked. `None`: no such key.
+pub async fn key_lock<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+    project_id: &str,
+    key_id: &str,
+) -> Result<Option<(String, i64)>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/inbox/key_lock.sql"))
+        .bind(tenant_id)
+        .bind(project_id)
+        .bind(key_id)
+        .fetch_optional(ex)
+        .await
+}
+
+/// What `key_replayable.sql` counts.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Replayable {
+    pub envelopes: i64,
+    pub streams: i64,
+    pub newest_accepted_at: Option<DateTime<Utc>>,
+}
+
+/// `key_replayable.sql`: the envelopes `key_id` accepted that can still be replayed.
+pub async fn key_replayable<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+    project_id: &str,
+    key_id: &str,
+    replay_window_s: i64,
+) -> Result<Replayable, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/inbox/key_replayable.sql"))
+        .bind(tenant_id)
+        .bind(project_id)
+        .bind(key_id)
+        .bind(replay_window_s)
+        .fetch_one(ex)
+        .await
+}
+
+/// `key_delete.sql`: deletes a revoked key; false when there was none.
+pub async fn key_delete<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+    project_id: &str,
+    key_id: &str,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query(include_str!("../../sql/inbox/key_delete.sql"))
+        .bind(tenant_id)
+        .bind(project_id)
+        .bind(key_id)
+        .fetch_optional(ex)
+        .await?
+        .is_some())
+}
+
+/// `keys_removable.sql`: (tenant, project, key id) of revoked keys nothing replayable depends
+/// on, at most `limit`.
+pub async fn keys_removable<'e>(
+    ex: impl PgExecutor<'e>,
+    limit: i64,
+) -> Result<Vec<(String, String, String)>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/inbox/keys_removable.sql"))
+        .bind(limit)
+        .fetch_all(ex)
+        .await
+}
+
+/// `audit_insert_key.sql`: appends one key-removal audit row.
+pub async fn audit_insert_key<'e>(
+    ex: impl PgExecutor<'e>,
+    tenant_id: &str,
+    project_id: &str,
+    operator: &str,
+    key_id: &str,
+    reason: &str,
+    correlation_id: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(include_str!("../../sql/inbox/audit_insert_key.sql"))
+        .bind(tenant_id)
+        .bind(project_id)
+        .bind(operator)
+        .bind(key_id)
+        .bind(reason)
+        .bind(correlation_id)
+        .execute(ex)
+        .await
+        .map(|_| ())
+}

@@ -7,6 +7,7 @@ mod batch;
 mod concurrency;
 mod group;
 mod isolation;
+mod key_lifecycle;
 mod limits;
 mod outcomes;
 mod refusals;
