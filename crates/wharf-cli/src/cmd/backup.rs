@@ -47,6 +47,9 @@ use crate::db::{APPLICATIONS_RUNNING, Database, Open};
 /// The environment variable a passphrase is read from when `--passphrase-file` is not given.
 pub const PASSPHRASE_ENV: &str = "WHARF_BACKUP_PASSPHRASE";
 
+/// The mode of the directories a dump is staged in: the owner's only.
+const PRIVATE_DIR_MODE: u32 = 0o700;
+
 /// Bytes copied at a time between the dump and the backup file.
 const COPY_BUFFER_BYTES: usize = 64 * 1024;
 
@@ -71,7 +74,7 @@ pub struct BackupArgs {
     passphrase: PassphraseArgs,
     /// Write the database only, with no keys; prints where the keys are so you copy them
     /// yourself. Without this, a backup needs a passphrase.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "passphrase_file")]
     without_keys: bool,
 }
 
@@ -88,7 +91,7 @@ pub struct RestoreArgs {
     #[command(flatten)]
     passphrase: PassphraseArgs,
     /// Restore the database only and leave the keys where they are (no passphrase needed).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "passphrase_file")]
     without_keys: bool,
 }
 
@@ -144,7 +147,7 @@ pub async fn backup(config: &Config, args: BackupArgs) -> anyhow::Result<()> {
     };
     // Beside the output, so the finished file is renamed into place (a backup is never seen
     // half-written) and the dump, which holds payloads, never leaves a private directory.
-    let staging = tempfile::Builder::new()
+    let staging = private_dir()
         .prefix(".wharf-backup-")
         .tempdir_in(&parent)
         .with_context(|| format!("cannot make a temporary directory in {}", parent.display()))?;
@@ -236,8 +239,7 @@ pub async fn restore(config: &Config, args: RestoreArgs) -> anyhow::Result<()> {
     let read = read_up_to(&mut file, &mut start)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     start.truncate(read);
-    // Private (mode 0700): the dump holds payloads.
-    let staging = tempfile::Builder::new()
+    let staging = private_dir()
         .prefix("wharf-restore-")
         .tempdir()
         .context("cannot make a temporary directory")?;
@@ -724,6 +726,15 @@ fn read_up_to(file: &mut impl Read, buffer: &mut [u8]) -> std::io::Result<usize>
     Ok(filled)
 }
 
+/// A temporary directory only this user can enter (tempfile's default follows the umask):
+/// the dump staged in it holds payloads.
+fn private_dir() -> tempfile::Builder<'static, 'static> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut builder = tempfile::Builder::new();
+    builder.permissions(std::fs::Permissions::from_mode(PRIVATE_DIR_MODE));
+    builder
+}
+
 /// Makes a rename in `dir` durable.
 fn sync_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::File::open(dir)
@@ -806,6 +817,14 @@ mod tests {
             let got = decide(key, &ours, path, found.clone(), replace);
             assert!(expected(&got), "{found:?} replace={replace}: {got:?}");
         }
+    }
+
+    #[test]
+    fn a_dump_is_staged_where_only_its_owner_can_read() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = private_dir().prefix("wharf-test-").tempdir().unwrap();
+        let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, PRIVATE_DIR_MODE, "{mode:o}");
     }
 
     #[test]
