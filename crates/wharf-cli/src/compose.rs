@@ -176,73 +176,135 @@ const KEY_FILE_BYTES_MAX: u64 = 128;
 /// The server key: `[outbound] server_key` (or `WHARF_OUTBOUND__SERVER_KEY`), else the file
 /// `<data-dir>/server.key`, created with mode 0600 when absent.
 pub fn server_key(config: &Config) -> anyhow::Result<wharf::outbound::ServerKey> {
-    let section: OutboundSection = config.section("outbound")?;
-    let bytes = secret(config, section.server_key, "server.key")?;
+    let bytes = secret(config, OwnKey::Server)?;
     Ok(wharf::outbound::ServerKey::from_bytes(bytes))
 }
 
 /// The webhook signing key: `[webhook] signing_key`, else `<data-dir>/webhook.key`.
 pub fn webhook_key(config: &Config) -> anyhow::Result<ed25519_dalek::SigningKey> {
-    let section: WebhookSection = config.section("webhook")?;
-    let seed = secret(config, section.signing_key, "webhook.key")?;
+    let seed = secret(config, OwnKey::Webhook)?;
     Ok(ed25519_dalek::SigningKey::from_bytes(&seed))
 }
 
-/// A 32-byte secret: the configured base64 text, else the file `<data-dir>/<file>`, made with
-/// fresh random bytes (mode 0600) when absent.
-fn secret(config: &Config, configured: Option<String>, file: &str) -> anyhow::Result<[u8; 32]> {
-    use base64::Engine as _;
-    let decode = |text: &str, from: &str| -> anyhow::Result<[u8; 32]> {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text.trim())
-            .ok()
-            .and_then(|b| <[u8; 32]>::try_from(b).ok());
-        bytes.with_context(|| format!("{from} must be standard base64 of 32 bytes"))
-    };
-    if let Some(text) = configured {
-        return decode(&text, file);
+/// The server's own 32-byte secrets, kept outside the database (`wharf backup` carries them
+/// beside it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnKey {
+    /// Seals the tenants' outbound signing keys (`[outbound] server_key`, `server.key`).
+    Server,
+    /// The Ed25519 seed that signs webhooks (`[webhook] signing_key`, `webhook.key`).
+    Webhook,
+}
+
+impl OwnKey {
+    /// Every key, in the order backups list them.
+    pub const ALL: [OwnKey; 2] = [OwnKey::Server, OwnKey::Webhook];
+
+    /// Its file under the data dir when the configuration does not give it.
+    pub const fn file(self) -> &'static str {
+        match self {
+            OwnKey::Server => "server.key",
+            OwnKey::Webhook => "webhook.key",
+        }
     }
-    let path = config.data_dir.join(file);
-    match std::fs::metadata(&path) {
+
+    /// The configuration key that gives it inline.
+    pub const fn setting(self) -> &'static str {
+        match self {
+            OwnKey::Server => "[outbound] server_key",
+            OwnKey::Webhook => "[webhook] signing_key",
+        }
+    }
+
+    fn configured(self, config: &Config) -> anyhow::Result<Option<String>> {
+        Ok(match self {
+            OwnKey::Server => config.section::<OutboundSection>("outbound")?.server_key,
+            OwnKey::Webhook => config.section::<WebhookSection>("webhook")?.signing_key,
+        })
+    }
+}
+
+/// Where this configuration reads one of its [`OwnKey`]s.
+pub enum KeyPlace {
+    /// Given inline by the configuration (file or environment): these bytes.
+    Inline([u8; 32]),
+    /// The file `<data-dir>/<OwnKey::file>`.
+    File(std::path::PathBuf),
+}
+
+/// Where `config` reads `key`, without making it.
+pub fn key_place(config: &Config, key: OwnKey) -> anyhow::Result<KeyPlace> {
+    match key.configured(config)? {
+        Some(text) => Ok(KeyPlace::Inline(decode_key(&text, key.setting())?)),
+        None => Ok(KeyPlace::File(config.data_dir.join(key.file()))),
+    }
+}
+
+/// The key in a key file; none when the file does not exist.
+pub fn read_key_file(path: &std::path::Path) -> anyhow::Result<Option<[u8; 32]>> {
+    match std::fs::metadata(path) {
         Ok(meta) => {
             if meta.len() > KEY_FILE_BYTES_MAX {
                 anyhow::bail!("{} is too large to be a key", path.display());
             }
-            let text = std::fs::read_to_string(&path)
+            let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
-            decode(&text, &path.display().to_string())
+            decode_key(&text, &path.display().to_string()).map(Some)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::create_dir_all(&config.data_dir)
-                .with_context(|| format!("cannot create {}", config.data_dir.display()))?;
-            let mut bytes = [0u8; 32];
-            rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut bytes);
-            // create_new: two processes starting at once must not each write their own key.
-            match std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path)
-            {
-                Ok(mut out) => {
-                    writeln!(
-                        out,
-                        "{}",
-                        base64::engine::general_purpose::STANDARD.encode(bytes)
-                    )
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                    out.sync_all()?;
-                    tracing::info!(path = %path.display(), "made a new key");
-                    Ok(bytes)
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    secret(config, None, file)
-                }
-                Err(e) => Err(e).with_context(|| format!("cannot create {}", path.display())),
-            }
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// A key file's content: standard base64 and a newline.
+pub fn key_file_text(bytes: &[u8; 32]) -> String {
+    use base64::Engine as _;
+    format!(
+        "{}\n",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    )
+}
+
+fn decode_key(text: &str, from: &str) -> anyhow::Result<[u8; 32]> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .ok()
+        .and_then(|b| <[u8; 32]>::try_from(b).ok());
+    bytes.with_context(|| format!("{from} must be standard base64 of 32 bytes"))
+}
+
+/// A 32-byte secret: the configured base64 text, else the file `<data-dir>/<file>`, made with
+/// fresh random bytes (mode 0600) when absent.
+fn secret(config: &Config, key: OwnKey) -> anyhow::Result<[u8; 32]> {
+    let path = match key_place(config, key)? {
+        KeyPlace::Inline(bytes) => return Ok(bytes),
+        KeyPlace::File(path) => path,
+    };
+    if let Some(bytes) = read_key_file(&path)? {
+        return Ok(bytes);
+    }
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create {}", config.data_dir.display()))?;
+    let mut bytes = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut bytes);
+    // create_new: two processes starting at once must not each write their own key.
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+    {
+        Ok(mut out) => {
+            out.write_all(key_file_text(&bytes).as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            out.sync_all()?;
+            tracing::info!(path = %path.display(), "made a new key");
+            Ok(bytes)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => secret(config, key),
+        Err(e) => Err(e).with_context(|| format!("cannot create {}", path.display())),
     }
 }

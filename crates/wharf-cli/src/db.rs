@@ -13,6 +13,10 @@
 //! embedded cluster (it is wharf's own, so a fresh `--data-dir` just works); against a
 //! configured URL they do not change the schema, and one that is missing or older than this
 //! binary is refused with "run `wharf migrate`" instead of a failing query.
+//!
+//! Every connection names its command in `application_name` (`wharf serve`, `wharf work`,
+//! `wharf restore`, `wharf` for the rest), so `pg_stat_activity` tells an operator, and
+//! `wharf restore`, which wharf processes use a database.
 
 use std::time::{Duration, Instant};
 
@@ -25,6 +29,19 @@ use crate::config::Config;
 
 /// The database the embedded cluster keeps wharf's schema in.
 pub const EMBEDDED_DATABASE: &str = "wharf";
+
+/// The `application_name` of `wharf serve`'s connections, as `pg_stat_activity` shows them.
+pub const APPLICATION_SERVE: &str = "wharf serve";
+/// The `application_name` of `wharf work`'s connections.
+pub const APPLICATION_WORK: &str = "wharf work";
+/// The `application_name` of `wharf restore`'s own connections.
+pub const APPLICATION_RESTORE: &str = "wharf restore";
+/// The `application_name` of every other command's connections.
+pub const APPLICATION_ADMIN: &str = "wharf";
+/// The names of connections that run actions or answer the API: a restore must not swap the
+/// schema under them. The executor's statement pool names itself (in the library, so an
+/// application's embedded executor is found too).
+pub const APPLICATIONS_RUNNING: [&str; 3] = [APPLICATION_SERVE, APPLICATION_WORK, "wharf executor"];
 
 /// The first retry's delay. Short: a database that refused one connection during a restart
 /// often takes the next one a moment later.
@@ -145,6 +162,15 @@ enum Schema {
     AsIs,
 }
 
+/// What a command's connections are called.
+#[derive(Debug, Clone, Copy)]
+struct Names {
+    /// The database on the embedded cluster (a configured URL names its own).
+    embedded_database: &'static str,
+    /// The `application_name` every connection of the pool shows.
+    application: &'static str,
+}
+
 /// Attempts in a row on which a connection answered with something other than PostgreSQL's
 /// protocol before that counts as a wrong address. A server that is down on a port
 /// in the ephemeral range can make a connect succeed to itself (a TCP self-connect: the client
@@ -233,16 +259,28 @@ impl Database {
     /// As [`Database::open`], but neither migrating nor checking the schema: for `wharf
     /// restore`, which brings its own.
     pub async fn open_as_is(config: &Config, open: Open) -> anyhow::Result<Database> {
-        Database::open_with(config, open, EMBEDDED_DATABASE, &|_| {}, Schema::AsIs).await
+        let names = Names {
+            embedded_database: EMBEDDED_DATABASE,
+            application: APPLICATION_RESTORE,
+        };
+        Database::open_with(config, open, names, &|_| {}, Schema::AsIs).await
     }
 
-    /// As [`Database::open`], telling `waiting` what it waits for each time an attempt failed.
-    pub async fn open_waiting(
+    /// As [`Database::open`], for a long-running command: its connections are named
+    /// `application` in `pg_stat_activity` (one of [`APPLICATIONS_RUNNING`], so `wharf
+    /// restore` finds them), and `waiting` is told what it waits for each time an attempt
+    /// failed.
+    pub async fn open_running(
         config: &Config,
         open: Open,
+        application: &'static str,
         waiting: &(dyn Fn(&str) + Sync),
     ) -> anyhow::Result<Database> {
-        Database::open_named(config, open, EMBEDDED_DATABASE, waiting).await
+        let names = Names {
+            embedded_database: EMBEDDED_DATABASE,
+            application,
+        };
+        Database::open_with(config, open, names, waiting, Schema::Checked).await
     }
 
     /// As [`Database::open`], but on the embedded cluster uses (and creates) the database
@@ -254,16 +292,21 @@ impl Database {
         embedded_database: &'static str,
         waiting: &(dyn Fn(&str) + Sync),
     ) -> anyhow::Result<Database> {
-        Database::open_with(config, open, embedded_database, waiting, Schema::Checked).await
+        let names = Names {
+            embedded_database,
+            application: APPLICATION_ADMIN,
+        };
+        Database::open_with(config, open, names, waiting, Schema::Checked).await
     }
 
     async fn open_with(
         config: &Config,
         mut open: Open,
-        embedded_database: &'static str,
+        names: Names,
         waiting: &(dyn Fn(&str) + Sync),
         schema: Schema,
     ) -> anyhow::Result<Database> {
+        let embedded_database = names.embedded_database;
         let embedded = config.database_url.is_none();
         // The embedded cluster is wharf's own: every command keeps its schema current.
         open.migrate = schema == Schema::Checked && (open.migrate || embedded);
@@ -305,7 +348,9 @@ impl Database {
                 )
             }
         };
-        let options = options.log_statements(tracing::log::LevelFilter::Off);
+        let options = options
+            .log_statements(tracing::log::LevelFilter::Off)
+            .application_name(names.application);
         let target = target(&options);
         let wait = open.wait;
         let started = Instant::now();

@@ -11,7 +11,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 use crate::compose;
 use crate::config::Config;
-use crate::db::{Database, Open, Wait};
+use crate::db::{APPLICATION_SERVE, APPLICATION_WORK, Database, Open, Wait};
 use crate::shutdown::Stop;
 
 /// Where `serve` listens when nothing else is said: loopback only, so a first run exposes
@@ -208,7 +208,7 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     let work = async {
         let waiting = |what: &str| startup.waiting_for(what);
         let opened = tokio::select! {
-            opened = Database::open_waiting(config, open, &waiting) => opened,
+            opened = Database::open_running(config, open, APPLICATION_SERVE, &waiting) => opened,
             () = stop.clone().wait() => return (None, Ok(())),
         };
         let db = match opened {
@@ -359,7 +359,7 @@ pub async fn work(config: &Config, args: WorkArgs) -> anyhow::Result<()> {
     // Made before the wait for the database, so a SIGTERM at any moment from here on stops it.
     let stop = Stop::on_signal()?;
     let db = tokio::select! {
-        db = Database::open(config, open) => db?,
+        db = Database::open_running(config, open, APPLICATION_WORK, &|_| {}) => db?,
         () = stop.clone().wait() => return Ok(()),
     };
     let executor = compose::executor(config, db.pool.clone(), registry)?;
