@@ -50,7 +50,7 @@ async fn list(
     ApiPath((tenant, project)): ApiPath<(String, String)>,
     query: Result<ApiQuery<PageQuery>, ApiError>,
 ) -> Result<Json<PageJson>, ApiError> {
-    authorize(&state, &headers, &tenant, &correlation).await?;
+    authorize(&state.pool, &state.token, &headers, &tenant, &correlation).await?;
     // The query is judged after the credential: a stranger learns nothing from its errors.
     let ApiQuery(query) = query?;
     let after = query
@@ -69,14 +69,16 @@ async fn list(
     }))
 }
 
-/// The operator token, or a live credential of the tenant in the path.
-async fn authorize(
-    state: &DeadLetters,
+/// The operator token, or a live credential of the tenant in the path (also the rule of
+/// [`crate::signing_keys`]).
+pub(crate) async fn authorize(
+    pool: &sqlx::PgPool,
+    token: &OperatorToken,
     headers: &HeaderMap,
     tenant: &str,
     correlation: &CorrelationId,
 ) -> Result<(), ApiError> {
-    if state.token.accepts(headers) {
+    if token.accepts(headers) {
         return Ok(());
     }
     let unauthorized = || {
@@ -88,7 +90,7 @@ async fn authorize(
         )
     };
     let token = bearer(headers).ok_or_else(unauthorized)?;
-    let identity = wharf::inbox::authenticate(&state.pool, token)
+    let identity = wharf::inbox::authenticate(pool, token)
         .await
         // A credential lookup only reads: nothing was committed.
         .map_err(|e| ApiError::not_committed(&e, correlation))?

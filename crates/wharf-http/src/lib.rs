@@ -19,6 +19,7 @@ pub mod health;
 pub mod ingest;
 pub mod openapi;
 pub mod operator;
+pub mod signing_keys;
 pub mod webhook_keys;
 
 use axum::Router;

@@ -25,7 +25,9 @@ pub struct SigningKeyArgs {
 #[derive(Debug, clap::Subcommand)]
 enum SigningKeyCommand {
     /// Make a new signing key for a tenant and project; it becomes the current one and the
-    /// previous one is retired (still listed, so its envelopes stay verifiable).
+    /// previous one is retired (still listed, so its envelopes stay verifiable). `rotate` is
+    /// the same command.
+    #[command(alias = "rotate")]
     Generate {
         #[arg(long)]
         tenant: String,

@@ -252,6 +252,7 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
                     operator_token.clone(),
                 ),
                 wharf_http::dead_letters::routes(db.pool.clone(), operator_token.clone()),
+                wharf_http::signing_keys::routes(db.pool.clone(), operator_token.clone()),
                 wharf_http::ingest::routes(inbox),
                 wharf_http::webhook_keys::routes(webhook_public_keys, operator_token.clone()),
                 // Route modules are added above this line, one entry each.

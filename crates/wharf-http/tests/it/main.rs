@@ -10,5 +10,6 @@ mod limits;
 mod openapi;
 mod operator;
 mod shape;
+mod signing_keys;
 mod support;
 mod webhook_keys;

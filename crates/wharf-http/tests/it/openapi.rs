@@ -37,6 +37,7 @@ fn the_document_lists_every_route_of_the_spec() {
         ("/metrics", "get"),
         ("/openapi.json", "get"),
         ("/v1/webhook-keys", "get"),
+        ("/v1/tenants/{tenant}/signing-keys", "get"),
     ] {
         assert!(
             paths[path][method].is_object(),
@@ -78,6 +79,7 @@ async fn every_documented_route_is_served() {
             token.clone(),
         ),
         wharf_http::dead_letters::routes(db.pool.clone(), token.clone()),
+        wharf_http::signing_keys::routes(db.pool.clone(), token.clone()),
         wharf_http::ingest::routes(inbox),
         wharf_http::webhook_keys::routes(Vec::new(), token),
     ]);
