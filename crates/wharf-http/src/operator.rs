@@ -473,7 +473,10 @@ async fn redrive(
 }
 
 /// A redrive's failure inside its transaction, before COMMIT was sent: nothing was committed.
-fn redrive_error(error: wharf::outbound::Error, correlation: &CorrelationId) -> ApiError {
+pub(crate) fn redrive_error(
+    error: wharf::outbound::Error,
+    correlation: &CorrelationId,
+) -> ApiError {
     use wharf::outbound::Error;
     match error {
         e @ Error::Invalid { .. } => ApiError::invalid(e.to_string(), correlation),
@@ -526,7 +529,7 @@ fn read_error(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
 }
 
 /// An error inside a write's transaction before COMMIT was sent: nothing was committed.
-fn before_commit(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
+pub(crate) fn before_commit(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
     match error {
         outbox::Error::Database(e) => {
             ApiError::commit(&wharf::commit::CommitError::before_commit(e), correlation)

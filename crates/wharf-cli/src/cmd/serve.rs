@@ -260,6 +260,7 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             if let Some(console) = console.clone() {
                 routers.push(wharf_http::console::routes(
                     db.pool.clone(),
+                    registry.clone(),
                     operator_token.clone(),
                     read_only_token.clone(),
                     console,

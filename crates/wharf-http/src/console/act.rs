@@ -73,6 +73,21 @@ impl Params {
 enum Op {
     Admit(i64),
     Refuse(i64),
+    Cancel(i64),
+    Pause {
+        kind: String,
+        tenant: Option<String>,
+        note: String,
+    },
+    Resume {
+        kind: String,
+        tenant: Option<String>,
+    },
+    Redrive {
+        tenant: String,
+        project: String,
+        error_code: Option<String>,
+    },
     Erase(String),
     Skip {
         stream: StreamId,
@@ -113,6 +128,25 @@ impl Op {
         match p.required("op")? {
             "admit" => Ok(Op::Admit(id()?)),
             "refuse" => Ok(Op::Refuse(id()?)),
+            "cancel" => Ok(Op::Cancel(id()?)),
+            // An empty tenant field is "every tenant": what a form left blank sends.
+            "pause" => Ok(Op::Pause {
+                kind: p.required("kind")?.to_owned(),
+                tenant: p.get("tenant").filter(|t| !t.is_empty()).map(str::to_owned),
+                note: p.get("note").unwrap_or_default().to_owned(),
+            }),
+            "resume" => Ok(Op::Resume {
+                kind: p.required("kind")?.to_owned(),
+                tenant: p.get("tenant").filter(|t| !t.is_empty()).map(str::to_owned),
+            }),
+            "redrive" => Ok(Op::Redrive {
+                tenant: p.required("tenant")?.to_owned(),
+                project: p.required("project")?.to_owned(),
+                error_code: p
+                    .get("error_code")
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_owned),
+            }),
             "erase" => Ok(Op::Erase(p.required("account")?.to_owned())),
             "skip" => Ok(Op::Skip {
                 stream: stream_of(p)?,
@@ -141,6 +175,28 @@ impl Op {
         match self {
             Op::Admit(id) => vec![("op", "admit".into()), ("id", id.to_string())],
             Op::Refuse(id) => vec![("op", "refuse".into()), ("id", id.to_string())],
+            Op::Cancel(id) => vec![("op", "cancel".into()), ("id", id.to_string())],
+            Op::Pause { kind, tenant, note } => vec![
+                ("op", "pause".into()),
+                ("kind", kind.clone()),
+                ("tenant", tenant.clone().unwrap_or_default()),
+                ("note", note.clone()),
+            ],
+            Op::Resume { kind, tenant } => vec![
+                ("op", "resume".into()),
+                ("kind", kind.clone()),
+                ("tenant", tenant.clone().unwrap_or_default()),
+            ],
+            Op::Redrive {
+                tenant,
+                project,
+                error_code,
+            } => vec![
+                ("op", "redrive".into()),
+                ("tenant", tenant.clone()),
+                ("project", project.clone()),
+                ("error_code", error_code.clone().unwrap_or_default()),
+            ],
             Op::Erase(account) => vec![("op", "erase".into()), ("account", account.clone())],
             Op::Skip {
                 stream: s,
@@ -195,6 +251,55 @@ impl Op {
                     "Action <code>{id}</code> ends CANCELLED with stop reason REFUSED and its payload is dropped. It never runs. An ended action never changes again."
                 ),
             ),
+            Op::Cancel(id) => (
+                "Cancel an action",
+                format!(
+                    "Action <code>{id}</code> ends CANCELLED with stop reason OPERATOR and its payload is dropped. It never runs. Only a PROPOSED or ADMITTED action can be cancelled: an EXECUTING one may already be at its provider, and is refused."
+                ),
+            ),
+            Op::Pause { kind, tenant, note } => (
+                "Pause a kind",
+                format!(
+                    "Every replica stops claiming <code>{}</code> actions{} within a second. Nothing already running is interrupted, and nothing is lost: the actions wait, in their lanes' order, until it is resumed.{}",
+                    esc(kind),
+                    for_tenant(tenant.as_deref()),
+                    if note.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" Noted with it: <q>{}</q>.", esc(note))
+                    }
+                ),
+            ),
+            Op::Resume { kind, tenant } => (
+                "Resume a kind",
+                format!(
+                    "The pause of <code>{}</code>{} ends: replicas claim its actions again within a second.{}",
+                    esc(kind),
+                    for_tenant(tenant.as_deref()),
+                    if tenant.is_none() {
+                        " A tenant's own pause of this kind stays in force."
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            Op::Redrive {
+                tenant,
+                project,
+                error_code,
+            } => (
+                "Redrive dead letters",
+                format!(
+                    "The envelope dead letters of <code>{}/{}</code>{} below, at most {} in emission order, are delivered again: the same signed bytes and event id (the receiver deduplicates), each as a new action linked to its original. Redriving twice sends nothing twice.",
+                    esc(tenant),
+                    esc(project),
+                    error_code
+                        .as_deref()
+                        .map(|c| format!(" with error code <code>{}</code>", esc(c)))
+                        .unwrap_or_default(),
+                    wharf::outbound::REDRIVE_BATCH_MAX
+                ),
+            ),
             Op::Erase(account) => (
                 "Erase a subject",
                 format!(
@@ -233,6 +338,10 @@ impl Op {
         match self {
             Op::Admit(_) => "action-admit",
             Op::Refuse(_) => "action-refuse",
+            Op::Cancel(_) => "action-cancel",
+            Op::Pause { .. } => "kind-pause",
+            Op::Resume { .. } => "kind-resume",
+            Op::Redrive { .. } => "dead-letters-redrive",
             Op::Erase(_) => "subject-erase",
             Op::Skip { .. } => "stream-skip",
             Op::Floor { .. } => "stream-advance-floor",
@@ -250,7 +359,14 @@ impl Op {
             )
         };
         match self {
-            Op::Admit(id) | Op::Refuse(id) => format!("action {id}"),
+            Op::Admit(id) | Op::Refuse(id) | Op::Cancel(id) => format!("action {id}"),
+            Op::Pause { kind, tenant, .. } | Op::Resume { kind, tenant } => match tenant {
+                Some(t) => format!("kind {kind} tenant {t}"),
+                None => format!("kind {kind}"),
+            },
+            Op::Redrive {
+                tenant, project, ..
+            } => format!("dead letters {tenant}/{project}"),
             Op::Erase(account) => format!("subject {account}"),
             Op::Skip { stream: s, .. } | Op::Floor { stream: s, .. } => stream(s),
         }
@@ -271,7 +387,11 @@ pub(super) async fn confirm(
     if signed.session.role != Role::Operator {
         return Err(c.read_only_refusal(&correlation));
     }
-    let (title, what) = op.describe();
+    let (title, mut what) = op.describe();
+    if matches!(op, Op::Redrive { .. }) {
+        // Dry run first: the confirmation lists what the button would redrive.
+        what.push_str(&redrive_preview(&c, &op, &signed, &correlation).await?);
+    }
     let mut form = format!(
         "<div class=\"confirm\"><p>{what}</p><form method=\"post\" action=\"{}/do\">{}",
         esc(&c.base),
@@ -292,6 +412,40 @@ pub(super) async fn confirm(
         false,
         &form,
     )))
+}
+
+/// The dry run of a redrive, as the list the confirmation shows (nothing is written).
+async fn redrive_preview(
+    c: &Console,
+    op: &Op,
+    signed: &super::Signed,
+    correlation: &CorrelationId,
+) -> Result<String, Failure> {
+    let api = |e: ApiError| Failure::api(c, e);
+    let who = outbox::Operator::new(signed.session.operator.as_str(), correlation.0.clone());
+    let mut tx = actions::begin(&c.pool, correlation).await.map_err(api)?;
+    let would = wharf::outbound::redrive(&mut tx, &c.registry, &who, &redrive_filter(op), true)
+        .await
+        .map_err(|e| api(crate::operator::redrive_error(e, correlation)))?;
+    drop(tx);
+    if would.is_empty() {
+        return Ok("</p><p><strong>Nothing to redrive</strong>: no envelope dead letter of this scope is waiting (each is redriven at most once).".to_owned());
+    }
+    let rows: String = would
+        .iter()
+        .map(|r| {
+            format!(
+                "<li>action <code>{}</code>, event <code>{}</code>, {}</li>",
+                r.original_id,
+                esc(&r.event_id),
+                esc(r.error_code.as_deref().unwrap_or("-"))
+            )
+        })
+        .collect();
+    Ok(format!(
+        "</p><p>This would redrive <strong id=\"redrive-count\">{}</strong>:</p><ul>{rows}</ul><p>",
+        would.len()
+    ))
 }
 
 fn inbox_error(error: wharf::inbox::InboxError, correlation: &CorrelationId) -> ApiError {
@@ -360,6 +514,67 @@ pub(super) async fn perform(
                 format!("{base}/actions/{id}?notice={verb}"),
             )
         }
+        Op::Cancel(id) => {
+            let who = outbox::Operator::new(operator, correlation.0.clone());
+            let cancelled = outbox::cancel(&mut tx, &who, *id)
+                .await
+                .map_err(|e| api(crate::operator::before_commit(e, &correlation)))?;
+            (
+                format!("cancelled (was {})", cancelled.from),
+                format!("{base}/actions/{id}?notice=cancelled"),
+            )
+        }
+        Op::Pause { kind, tenant, note } => {
+            let who = outbox::Operator::new(operator, correlation.0.clone());
+            let paused = outbox::pause(&mut tx, &c.registry, &who, kind, tenant.as_deref(), note)
+                .await
+                .map_err(|e| api(crate::operator::before_commit(e, &correlation)))?;
+            let what = if paused.created {
+                "paused"
+            } else {
+                "already paused"
+            };
+            (what.to_owned(), format!("{base}?notice=paused"))
+        }
+        Op::Resume { kind, tenant } => {
+            let who = outbox::Operator::new(operator, correlation.0.clone());
+            let resumed = outbox::resume(&mut tx, &c.registry, &who, kind, tenant.as_deref())
+                .await
+                .map_err(|e| api(crate::operator::before_commit(e, &correlation)))?;
+            let what = if resumed.ended.is_some() {
+                "resumed"
+            } else {
+                "was not paused"
+            };
+            (what.to_owned(), format!("{base}?notice=resumed"))
+        }
+        Op::Redrive {
+            tenant,
+            project,
+            error_code,
+        } => {
+            let who = outbox::Operator::new(operator, correlation.0.clone());
+            let redriven =
+                wharf::outbound::redrive(&mut tx, &c.registry, &who, &redrive_filter(&op), false)
+                    .await
+                    .map_err(|e| api(crate::operator::redrive_error(e, &correlation)))?;
+            (
+                format!(
+                    "redrove {}{}",
+                    redriven.len(),
+                    error_code
+                        .as_deref()
+                        .map(|c| format!(" with error code {c}"))
+                        .unwrap_or_default()
+                ),
+                format!(
+                    "{base}/dead-letters?tenant={}&project={}&notice=redriven&redriven={}",
+                    html::query_value(tenant),
+                    html::query_value(project),
+                    redriven.len()
+                ),
+            )
+        }
         Op::Erase(account) => {
             crate::extract::nul_free("account", account, &correlation).map_err(api)?;
             let deleted = outbox::erase_subject(&mut *tx, account)
@@ -409,6 +624,33 @@ pub(super) async fn perform(
     .map_err(|e| api(console_error(e, &correlation)))?;
     actions::commit(tx, &correlation).await.map_err(api)?;
     Ok(see_other(&back))
+}
+
+/// " for tenant <code>t</code>", or " for every tenant".
+fn for_tenant(tenant: Option<&str>) -> String {
+    match tenant {
+        Some(t) => format!(" for tenant <code>{}</code>", esc(t)),
+        None => " for every tenant".to_owned(),
+    }
+}
+
+/// The redrive a [`Op::Redrive`] asks for: one batch, the most the library takes.
+fn redrive_filter(op: &Op) -> wharf::outbound::RedriveFilter {
+    let Op::Redrive {
+        tenant,
+        project,
+        error_code,
+    } = op
+    else {
+        unreachable!("only called for a redrive")
+    };
+    wharf::outbound::RedriveFilter {
+        tenant: tenant.clone(),
+        project: project.clone(),
+        error_code: error_code.clone(),
+        ended_after: None,
+        limit: wharf::outbound::REDRIVE_BATCH_MAX,
+    }
 }
 
 fn stream_page(base: &str, stream: &StreamId, notice: &str) -> String {

@@ -104,6 +104,8 @@ impl ConsoleConfig {
 #[derive(Clone)]
 pub(crate) struct Console {
     pool: sqlx::PgPool,
+    /// The kinds, for pausing and redriving (the library checks a kind against them).
+    registry: Arc<wharf::outbox::Registry>,
     base: Arc<str>,
     session_ms: u64,
     secure_cookie: bool,
@@ -117,6 +119,7 @@ pub(crate) struct Console {
 /// in.
 pub fn routes(
     pool: sqlx::PgPool,
+    registry: Arc<wharf::outbox::Registry>,
     operator: OperatorToken,
     read_only: OperatorToken,
     config: ConsoleConfig,
@@ -124,6 +127,7 @@ pub fn routes(
     config.validate()?;
     let console = Console {
         pool,
+        registry,
         base: Arc::from(config.path.as_str()),
         session_ms: config.session_ms,
         secure_cookie: config.secure_cookie,

@@ -35,6 +35,13 @@ fn notice(p: &Params) -> String {
         ),
         "skipped" => "The gap was skipped.".to_owned(),
         "floor-advanced" => "The replay floor was advanced.".to_owned(),
+        "cancelled" => "The action was cancelled.".to_owned(),
+        "paused" => "Paused: replicas stop claiming it within a second.".to_owned(),
+        "resumed" => "Resumed: replicas claim it again within a second.".to_owned(),
+        "redriven" => format!(
+            "Redriven: {} dead letters go out again as new actions.",
+            p.number::<u64>("redriven").ok().flatten().unwrap_or(0)
+        ),
         _ => return String::new(),
     };
     format!("<p class=\"notice\" id=\"notice\">{}</p>", esc(&text))
@@ -76,15 +83,24 @@ pub(super) async fn overview(
     State(c): State<Console>,
     correlation: CorrelationId,
     headers: HeaderMap,
+    RawQuery(raw): RawQuery,
 ) -> Result<Html<String>, Failure> {
     let signed = c.signed_in(&headers, &correlation).await?;
+    let p = Params::from_query(raw);
     let mut tx = c.read(&correlation).await?;
     let o = read::overview(&mut tx, None)
         .await
         .map_err(|e| c.read_failed(e, &correlation))?;
+    let pauses = wharf::outbox::pauses(&mut *tx).await.map_err(|e| match e {
+        wharf::outbox::Error::Database(e) => {
+            Failure::api(&c, ApiError::not_committed(&e, &correlation))
+        }
+        other => Failure::api(&c, ApiError::internal(&other, &correlation)),
+    })?;
     drop(tx);
     let now = Utc::now();
-    let mut body = String::new();
+    let mut body = notice(&p);
+    body.push_str(&pauses_section(&c, &pauses));
 
     // Actions by state and kind: the live states from their indexes, the ended ones of the last
     // hour from the ends index.
@@ -436,18 +452,27 @@ pub(super) async fn action(
         ("unstarted actions ahead", ahead),
         ("holder", holder),
     ]));
+    let confirm = |op: &str| {
+        format!(
+            "{}/confirm{}",
+            c.base,
+            query(&[("op", op), ("id", &id.to_string())])
+        )
+    };
     if view.state == wharf::core::action::ActionState::Proposed {
-        let confirm = |op: &str| {
-            format!(
-                "{}/confirm{}",
-                c.base,
-                query(&[("op", op), ("id", &id.to_string())])
-            )
-        };
         body.push_str(&format!(
             "<h2>Proposal</h2><p><a id=\"admit\" href=\"{}\">Admit…</a> · <a id=\"refuse\" href=\"{}\">Refuse…</a></p>",
             esc(&confirm("admit")),
             esc(&confirm("refuse"))
+        ));
+    }
+    if matches!(
+        view.state,
+        wharf::core::action::ActionState::Proposed | wharf::core::action::ActionState::Admitted
+    ) {
+        body.push_str(&format!(
+            "<p><a id=\"cancel\" href=\"{}\">Cancel this action…</a></p>",
+            esc(&confirm("cancel"))
         ));
     }
     Ok(render(&c, &signed, &format!("Action {id}"), true, &body))
@@ -635,6 +660,53 @@ fn parse_time_cursor(text: &str) -> Result<(DateTime<Utc>, i64), String> {
     Ok((at, id.parse().map_err(|_| bad())?))
 }
 
+/// The pauses in force, each with its Resume link, and the form that pauses a kind (or one
+/// tenant of it); both go through the confirmation.
+fn pauses_section(c: &Console, pauses: &[wharf::outbox::Pause]) -> String {
+    let rows: Vec<Vec<String>> = pauses
+        .iter()
+        .map(|pause| {
+            let tenant = pause.tenant_id.as_deref().unwrap_or_default();
+            let resume = format!(
+                "{}/confirm{}",
+                c.base,
+                query(&[("op", "resume"), ("kind", &pause.kind), ("tenant", tenant)])
+            );
+            vec![
+                esc(&pause.kind),
+                pause
+                    .tenant_id
+                    .as_deref()
+                    .map_or_else(|| "every tenant".to_owned(), esc),
+                time(&pause.paused_at),
+                esc(&pause.actor),
+                esc(&pause.note),
+                link(&resume, "Resume…"),
+            ]
+        })
+        .collect();
+    let mut kinds: Vec<&str> = c.registry.kinds().collect();
+    kinds.sort_unstable();
+    let options: String = kinds
+        .iter()
+        .map(|k| format!("<option value=\"{0}\">{0}</option>", esc(k)))
+        .collect();
+    let mut out = String::from("<h2>Paused kinds</h2>");
+    if rows.is_empty() {
+        out.push_str("<p class=\"hint\">Nothing is paused: every kind is claimed.</p>");
+    } else {
+        out.push_str(&table(
+            &["kind", "tenant", "since", "by", "note", ""],
+            &rows,
+        ));
+    }
+    out.push_str(&format!(
+        "<form class=\"filters\" method=\"get\" action=\"{}/confirm\"><input type=\"hidden\" name=\"op\" value=\"pause\"><label>kind<select name=\"kind\" id=\"pause-kind\">{options}</select></label><label>tenant (empty: every tenant)<input name=\"tenant\" id=\"pause-tenant\"></label><label>note<input name=\"note\" maxlength=\"512\"></label><button type=\"submit\">Pause…</button></form>",
+        esc(&c.base)
+    ));
+    out
+}
+
 /// `GET /dead-letters?tenant=&project=&after=` — by explicit tenant and project only, as the
 /// API.
 pub(super) async fn dead_letters(
@@ -645,12 +717,13 @@ pub(super) async fn dead_letters(
 ) -> Result<Html<String>, Failure> {
     let signed = c.signed_in(&headers, &correlation).await?;
     let p = Params::from_query(raw);
-    let mut body = format!(
+    let mut body = notice(&p);
+    body.push_str(&format!(
         "<form class=\"filters\" method=\"get\" action=\"{}/dead-letters\"><label>tenant<input name=\"tenant\" required value=\"{}\"></label><label>project<input name=\"project\" required value=\"{}\"></label><button type=\"submit\">Show</button></form>",
         esc(&c.base),
         esc(p.text("tenant")),
         esc(p.text("project"))
-    );
+    ));
     if let (Some(tenant), Some(project)) = (p.get("tenant"), p.get("project")) {
         let after = p
             .get("after")
@@ -701,6 +774,15 @@ pub(super) async fn dead_letters(
                 "failed",
             ],
             &rows,
+        ));
+        let redrive = format!(
+            "{}/confirm{}",
+            c.base,
+            query(&[("op", "redrive"), ("tenant", tenant), ("project", project)])
+        );
+        body.push_str(&format!(
+            "<p><a id=\"redrive\" href=\"{}\">Redrive the envelope dead letters of this scope…</a> (the confirmation lists them first)</p>",
+            esc(&redrive)
         ));
         if let Some(next) = page.next {
             let more = query(&[

@@ -27,10 +27,12 @@ pub async fn start_with(db: &TestDb, config: ConsoleConfig) -> String {
     let mut registry = Registry::new();
     registry.register(Arc::new(Noop)).unwrap();
     let operator = OperatorToken::new(Some(OPERATOR_TOKEN.into()));
+    let registry = Arc::new(registry);
     let app = wharf_http::app([
-        wharf_http::actions::routes(db.pool.clone(), Arc::new(registry), operator.clone()),
+        wharf_http::actions::routes(db.pool.clone(), registry.clone(), operator.clone()),
         wharf_http::console::routes(
             db.pool.clone(),
+            registry,
             operator,
             OperatorToken::new(Some(READ_ONLY_TOKEN.into())),
             config,

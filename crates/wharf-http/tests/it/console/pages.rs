@@ -698,6 +698,7 @@ async fn the_console_path_is_configurable() {
     assert!(
         wharf_http::console::routes(
             db.pool.clone(),
+            std::sync::Arc::new(wharf::outbox::Registry::new()),
             OperatorToken::default(),
             OperatorToken::default(),
             ConsoleConfig {
@@ -726,4 +727,135 @@ async fn sign_in_attempts_from_one_address_are_limited() {
     assert_eq!(a.status, 429);
     assert!(a.headers.contains_key("retry-after"));
     assert!(a.headers.get(SET_COOKIE).is_none());
+}
+
+/// The operations issue's actions in the console: cancel, pause and resume a kind (or one
+/// tenant of it), redrive dead letters (the confirmation is the dry run). Each is the library's
+/// rule, written to the operator audit and the console's own.
+#[tokio::test]
+async fn cancel_pause_resume_and_redrive_from_the_console() {
+    let db = TestDb::new().await;
+    let base = start(&db).await;
+    let admitted = enqueue(&base, "c1", "lane-c", false, None).await;
+    let ops = Operator::sign_in(&base, "ada", OPERATOR_TOKEN).await;
+
+    // The detail page offers the cancel; the confirmation says what it does.
+    let page = ops.get(&format!("/actions/{admitted}")).await;
+    assert!(page.body.contains("id=\"cancel\""), "{}", page.body);
+    let confirm = ops.get(&format!("/confirm?op=cancel&id={admitted}")).await;
+    assert!(
+        confirm.body.contains("stop reason OPERATOR"),
+        "{}",
+        confirm.body
+    );
+    let a = ops.act(&format!("op=cancel&id={admitted}")).await;
+    assert_eq!(
+        (a.status, a.location()),
+        (
+            303,
+            format!("/console/actions/{admitted}?notice=cancelled").as_str()
+        )
+    );
+    assert_eq!(
+        action_state(&db, admitted).await.as_deref(),
+        Some("CANCELLED")
+    );
+    // Cancelling what ended is the library's refusal: 409, nothing recorded.
+    let a = ops.act(&format!("op=cancel&id={admitted}")).await;
+    assert_eq!(a.status, 409);
+    assert!(a.body.contains("not-cancellable"), "{}", a.body);
+
+    // Pause one tenant of the kind from the overview's form, then the whole kind.
+    let overview = ops.get("").await;
+    assert!(
+        overview.body.contains("Nothing is paused"),
+        "{}",
+        overview.body
+    );
+    assert!(
+        overview.body.contains("<option value=\"noop\">"),
+        "{}",
+        overview.body
+    );
+    let a = ops
+        .act("op=pause&kind=noop&tenant=acme&note=their+relay+is+down")
+        .await;
+    assert_eq!((a.status, a.location()), (303, "/console?notice=paused"));
+    let a = ops.act("op=pause&kind=noop&tenant=&note=").await;
+    assert_eq!(a.status, 303);
+    let a = ops.act("op=pause&kind=nope&tenant=").await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    let pauses: Vec<(String, Option<String>, String)> = sqlx::query_as(
+        "SELECT kind, tenant_id, actor FROM wharf.kind_pause ORDER BY tenant_id NULLS FIRST",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        pauses,
+        vec![
+            ("noop".into(), None, "ada".into()),
+            ("noop".into(), Some("acme".into()), "ada".into())
+        ]
+    );
+    let overview = ops.get("?notice=paused").await;
+    assert!(
+        overview.body.contains("their relay is down"),
+        "{}",
+        overview.body
+    );
+    assert!(overview.body.contains("Resume…"), "{}", overview.body);
+    let a = ops.act("op=resume&kind=noop&tenant=").await;
+    assert_eq!((a.status, a.location()), (303, "/console?notice=resumed"));
+    let left: Vec<Option<String>> = sqlx::query_scalar("SELECT tenant_id FROM wharf.kind_pause")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, [Some("acme".to_owned())], "the tenant's pause stays");
+
+    // Redrive: the confirmation is the dry run; with nothing dead it says so and sends nothing.
+    let dead = ops.get("/dead-letters?tenant=acme&project=p1").await;
+    assert!(dead.body.contains("id=\"redrive\""), "{}", dead.body);
+    let confirm = ops.get("/confirm?op=redrive&tenant=acme&project=p1").await;
+    assert!(
+        confirm.body.contains("Nothing to redrive"),
+        "{}",
+        confirm.body
+    );
+    let a = ops.act("op=redrive&tenant=acme&project=p1").await;
+    assert_eq!(
+        (a.status, a.location()),
+        (
+            303,
+            "/console/dead-letters?tenant=acme&project=p1&notice=redriven&redriven=0"
+        )
+    );
+
+    let operator_audit: Vec<(String, Option<i64>, String)> = sqlx::query_as(
+        "SELECT operation, action_id, actor FROM wharf.operator_audit ORDER BY audit_id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        operator_audit,
+        vec![
+            ("cancel".into(), Some(admitted), "ada".into()),
+            ("pause".into(), None, "ada".into()),
+            ("pause".into(), None, "ada".into()),
+            ("resume".into(), None, "ada".into()),
+        ]
+    );
+    let console: Vec<String> = audit_rows(&db).await.into_iter().map(|r| r.2).collect();
+    assert_eq!(
+        console,
+        [
+            "sign-in",
+            "action-cancel",
+            "kind-pause",
+            "kind-pause",
+            "kind-resume",
+            "dead-letters-redrive"
+        ]
+    );
 }
