@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::support::{Server, http, postgres_process_under, postgres_running_under, wharf};
+use crate::support::{Log, Server, http, postgres_process_under, postgres_running_under, wharf};
 
 /// Where the cluster of `cwd` really lives (as root, often under /var/lib/wharf/clusters).
 fn cluster_of(cwd: &Path) -> PathBuf {
@@ -163,5 +163,65 @@ fn db_refuses_a_configured_database_url() {
     assert!(
         stderr.contains("manages the embedded PostgreSQL"),
         "{stderr}"
+    );
+}
+
+/// A `wharf work` replica on the data dir of a running `serve` joins its cluster; when `serve`
+/// stops, the worker keeps its database (it is still registered), and the last one out stops it.
+#[tokio::test]
+async fn a_worker_shares_the_cluster_of_a_server_and_keeps_it_when_the_server_stops() {
+    let cwd = tempfile::tempdir().unwrap();
+    let _cleanup = Cleanup(cwd.path().to_owned());
+    let server = Server::start(cwd.path(), &[], &[]).await;
+    let cluster = cluster_of(cwd.path());
+    let mut worker = wharf()
+        .current_dir(cwd.path())
+        .arg("work")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = Log::collect(worker.stderr.take().unwrap());
+    log.wait_for(
+        &[
+            "joining the embedded PostgreSQL other wharf processes use",
+            "wharf working",
+        ],
+        30_000,
+    )
+    .await;
+    let (ok, stdout, stderr) = run(cwd.path(), &["db", "status"]);
+    assert!(ok, "{stderr}");
+    for pid in [server.child.id(), worker.id()] {
+        assert!(stdout.contains(&pid.to_string()), "{pid} not in {stdout}");
+    }
+
+    let out = server.interrupt();
+    assert!(
+        out.contains("leaving the embedded PostgreSQL running"),
+        "{out}"
+    );
+    assert!(
+        postgres_process_under(&cluster),
+        "serve stopped it under the worker"
+    );
+    // The worker runs on, registered as the cluster's one user now.
+    let (ok, stdout, stderr) = run(cwd.path(), &["db", "status"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains(&worker.id().to_string()), "{stdout}");
+    assert!(worker.try_wait().unwrap().is_none(), "{}", log.text());
+
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(worker.id() as i32, libc::SIGTERM);
+    }
+    let status = tokio::task::spawn_blocking(move || worker.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}: {}", log.text());
+    assert!(
+        !postgres_running_under(&cluster),
+        "the last one out did not stop it"
     );
 }

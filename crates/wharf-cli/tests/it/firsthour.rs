@@ -312,3 +312,165 @@ async fn a_webhook_to_a_private_address_is_refused_naming_the_address_and_the_se
     );
     server.interrupt();
 }
+
+/// A `localhost` webhook passes the enqueue (a name, not a literal address) and is refused when
+/// it is resolved: the warning names the address and the setting, and the attempt that ended
+/// FAILED is logged at info with its error code.
+#[tokio::test]
+async fn a_refused_localhost_webhook_and_its_failed_attempt_are_logged() {
+    let db = wharf_testkit::TestDb::new().await;
+    let cwd = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        cwd.path(),
+        &["--operator-token", "op"],
+        &[("DATABASE_URL", &db.url())],
+    )
+    .await;
+    let response = http()
+        .post(format!("{}/v1/actions", server.base))
+        .bearer_auth("op")
+        .json(&serde_json::json!({
+            "kind": "webhook", "tenant_id": "acme", "project_id": "p1", "lane_key": "w",
+            "idempotency_key": "w-local", "payload": {"url": "http://localhost:9/hook", "body": {}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let id = response.json::<serde_json::Value>().await.unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let log = server
+        .log
+        .wait_for(&["destination refused", "attempt ended"], 30_000)
+        .await;
+    let refused = log
+        .lines()
+        .find(|l| l.contains("destination refused"))
+        .unwrap();
+    assert!(
+        refused.contains("WARN")
+            && refused.contains("127.0.0.1")
+            && refused.contains("allow_cidrs"),
+        "{refused}"
+    );
+    let ended = log.lines().find(|l| l.contains("attempt ended")).unwrap();
+    assert!(
+        ended.contains("INFO")
+            && ended.contains(&format!("action_id={id}"))
+            && ended.contains("kind=\"webhook\"")
+            && ended.contains("destination_forbidden"),
+        "{ended}"
+    );
+    server.interrupt();
+}
+
+/// `wharf send --state`: an envelope whose answer was lost stays pending, and the next run sends
+/// those same bytes first; the inbox had stored the first copy, so it answers ignore-duplicate,
+/// and the run goes on with the next sequence.
+// Two worker threads: `run_in` blocks one while the forwarder's tasks run on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_whose_answer_was_lost_resends_the_same_bytes_and_is_a_duplicate() {
+    use crate::support::{Forwarder, Forwarding};
+    let db = wharf_testkit::TestDb::new().await;
+    let cwd = tempfile::tempdir().unwrap();
+    let env = [("DATABASE_URL", db.url())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let admin = |args: &[&str]| {
+        let (ok, stdout, stderr) = run_in(cwd.path(), args, &env);
+        assert!(ok, "{args:?}: {stderr}");
+        stdout
+    };
+    admin(&["tenant", "create", "acme"]);
+    let issued: serde_json::Value = serde_json::from_str(
+        admin(&[
+            "credential",
+            "issue",
+            "--tenant",
+            "acme",
+            "--account",
+            "laptop",
+            "--json",
+        ])
+        .trim(),
+    )
+    .unwrap();
+    let token = issued["token"].as_str().unwrap().to_owned();
+    let seed = admin(&[
+        "key",
+        "generate",
+        "--tenant",
+        "acme",
+        "--project",
+        "p1",
+        "--key-id",
+        "k1",
+    ]);
+    let server = Server::start(cwd.path(), &[], &env).await;
+    let lossy_port = free_port();
+    let upstream = server.base.trim_start_matches("http://").to_owned();
+    let _lossy = Forwarder::start(lossy_port, upstream, Forwarding::LoseAnswers).await;
+    let payload = r#"{"producer_id":"laptop","acknowledged_sequence":0,"acknowledged_event_id":null,"version":1}"#;
+    let send = |url: &str| {
+        run_in(
+            cwd.path(),
+            &[
+                "send",
+                "--url",
+                url,
+                "--tenant",
+                "acme",
+                "--project",
+                "p1",
+                "--token",
+                &token,
+                "--key-id",
+                "k1",
+                "--key",
+                seed.trim(),
+                "--event-type",
+                "sync_cursor",
+                "--state",
+                "producer.json",
+                "--attempts-max",
+                "1",
+                "--payload",
+                payload,
+            ],
+            &env,
+        )
+    };
+    // The request reaches the inbox; its answer does not reach the producer.
+    let (ok, stdout, stderr) = send(&format!("http://127.0.0.1:{lossy_port}"));
+    assert!(!ok, "{stdout}{stderr}");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cwd.path().join("producer.json")).unwrap())
+            .unwrap();
+    assert!(state["pending"].is_object(), "{state}");
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM wharf.inbox_identities")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored,
+        1,
+        "the first copy arrived: {stdout}{stderr}\n{}",
+        server.log.text()
+    );
+
+    let (ok, stdout, stderr) = send(&server.base);
+    assert!(ok, "{stdout}{stderr}");
+    let said = format!("{stdout}{stderr}");
+    assert!(
+        said.contains("re-sending the envelope of sequence 1"),
+        "{said}"
+    );
+    assert!(said.contains("ignore-duplicate"), "{said}");
+    assert!(said.contains("sequence 2"), "{said}");
+    let identities: Vec<String> =
+        sqlx::query_scalar("SELECT producer_sequence::text FROM wharf.inbox_identities ORDER BY 1")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(identities, ["1", "2"], "one identity per sequence");
+    server.interrupt();
+}

@@ -225,6 +225,9 @@ pub enum Forwarding {
     Echo,
     /// Forwards it to the real server.
     Forward,
+    /// Forwards what the client sends, keeps the server's answer to itself, and resets the
+    /// client once the server answered: the request arrived, its answer was lost.
+    LoseAnswers,
 }
 
 /// A database that appears on a port: a TCP forwarder to a real PostgreSQL, started on a port
@@ -253,6 +256,25 @@ impl Forwarder {
                         tokio::spawn(async move {
                             let (mut read, mut write) = client.split();
                             let _ = tokio::io::copy(&mut read, &mut write).await;
+                        });
+                    }
+                    Forwarding::LoseAnswers => {
+                        let upstream = upstream.clone();
+                        tokio::spawn(async move {
+                            use tokio::io::AsyncReadExt as _;
+                            let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                                return;
+                            };
+                            let (mut from_server, mut to_server) = server.into_split();
+                            let (mut from_client, _to_client) = client.split();
+                            let forward = tokio::io::copy(&mut from_client, &mut to_server);
+                            let mut answer = [0u8; 1];
+                            tokio::select! {
+                                _ = forward => {}
+                                _ = from_server.read(&mut answer) => {}
+                            }
+                            let _ = client.set_zero_linger();
+                            drop(client);
                         });
                     }
                     Forwarding::Forward => {
