@@ -48,7 +48,7 @@ async fn healthz() -> &'static str {
 }
 
 async fn ready(State(health): State<Health>, correlation: CorrelationId) -> Response {
-    let check = wharf::store::ping(&health.pool);
+    let check = wharf::ping(&health.pool);
     match tokio::time::timeout(Duration::from_millis(READY_CHECK_MS), check).await {
         Ok(Ok(())) => (StatusCode::OK, "ready\n").into_response(),
         Ok(Err(e)) => not_ready(format!("database unavailable: {e}"), &correlation),

@@ -8,7 +8,7 @@
 //!
 //! Everything lives in the PostgreSQL schema `wharf` (see [`migrate`]), so wharf can share an
 //! application's database without touching its tables. Every SQL statement is a `.sql` file in
-//! this crate's `sql/` folder, called from one small function in [`store`].
+//! this crate's `sql/` folder, called from one small function in `store` (private to the crate).
 //!
 //! A write that fails says what is known of its outcome ([`commit`]): nothing committed, or
 //! unknown (retry with the same idempotency key).
@@ -72,5 +72,18 @@ pub mod inbox;
 pub mod migrate;
 pub mod outbound;
 pub mod outbox;
-pub mod store;
+// Private: a claim or completion outside the executor would skip the epoch fence every write
+// after a claim must carry. What others need is re-exported below.
+mod store;
+pub use store::ping;
 pub use store::verify;
+
+/// Single statements of the outbox (claims, fences, completions) without the executor, for
+/// wharf's own tests and the adapters' tests that set up a state by hand. They skip the
+/// executor's fencing, so they exist only with the `testing` feature, which those crates enable
+/// as a dev-dependency; no binary has them.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::store::outbox;
+}

@@ -175,18 +175,6 @@ pub struct IdentityBatch {
     pub payload: Vec<String>,
 }
 
-impl IdentityBatch {
-    /// How many envelopes it holds.
-    pub fn len(&self) -> usize {
-        self.event_id.len()
-    }
-
-    /// Whether it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.event_id.is_empty()
-    }
-}
-
 /// Who an ingest audit batch is about: the same for every row of one request.
 #[derive(Debug, Clone, Copy)]
 pub struct AuditScope<'a> {
@@ -661,11 +649,6 @@ impl StreamKeys {
     /// How many keys it holds.
     pub fn len(&self) -> usize {
         self.tenant_id.len()
-    }
-
-    /// Whether it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.tenant_id.is_empty()
     }
 }
 

@@ -159,7 +159,7 @@ async fn an_expired_lease_of_an_exhausted_tenant_is_reclaimed_and_delivered() {
     let waiting = f.emit("acme", 1).await;
     // A worker claimed the first and died before sending; acme's token went elsewhere.
     let claimed =
-        wharf::store::outbox::claim(&f.db.pool, 1, 1_000, None, &[ENVELOPE_KIND], 100, &[])
+        wharf::testing::outbox::claim(&f.db.pool, 1, 1_000, None, &[ENVELOPE_KIND], 100, &[])
             .await
             .unwrap();
     assert_eq!(claimed[0].id, dead);

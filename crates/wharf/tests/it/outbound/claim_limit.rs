@@ -11,7 +11,7 @@ use sqlx::PgPool;
 use wharf::inbox::LimitPolicy;
 use wharf::outbound::{self, DeliveryBudget, Destination, Scope};
 use wharf::outbox::{self, ActionState, CLAIM_BATCH_LIMIT};
-use wharf::store::outbox as store;
+use wharf::testing::outbox as store;
 
 use super::support::*;
 

@@ -15,7 +15,7 @@ use chrono::{DateTime, Duration, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use wharf::outbox::{ActionRequest, ActionState, Executor};
-use wharf::store::outbox::{self as store, ClaimedRow, CompletionRow};
+use wharf::testing::outbox::{self as store, ClaimedRow, CompletionRow};
 use wharf_testkit::TestDb;
 
 use super::support::*;

@@ -58,12 +58,12 @@ async fn one_claim_takes_one_head_per_lane() {
     for i in 0..3 {
         enqueue(&db.pool, &registry, req("lane", &format!("k{i}"))).await;
     }
-    let claimed = wharf::store::outbox::claim(&db.pool, 100, 20_000, None, &[KIND], 1000, &[])
+    let claimed = wharf::testing::outbox::claim(&db.pool, 100, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
     // While it executes, nothing else of the lane is claimable.
-    let again = wharf::store::outbox::claim(&db.pool, 100, 20_000, None, &[KIND], 1000, &[])
+    let again = wharf::testing::outbox::claim(&db.pool, 100, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap();
     assert!(again.is_empty());

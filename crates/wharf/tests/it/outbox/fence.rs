@@ -2,7 +2,7 @@
 
 use chrono::{Duration, Utc};
 use wharf::outbox::{ActionState, StopReason};
-use wharf::store::outbox::{self as store, CompletionRow};
+use wharf::testing::outbox::{self as store, CompletionRow};
 use wharf_testkit::TestDb;
 
 use super::support::*;

@@ -90,7 +90,7 @@ async fn erasure_deletes_every_action_of_the_subject_and_nothing_else() {
     p.proposed = true;
     let proposed = enqueue(&db.pool, &registry, p).await;
     let executing = enqueue(&db.pool, &registry, req("d", "executing").subject("acct")).await;
-    wharf::store::outbox::claim(&db.pool, 10, 20_000, None, &[KIND], 1000, &[])
+    wharf::testing::outbox::claim(&db.pool, 10, 20_000, None, &[KIND], 1000, &[])
         .await
         .unwrap();
     let other = enqueue(

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use wharf::outbox::{ActionState, ClaimBudget, Outcome, StopReason};
-use wharf::store::outbox as store;
+use wharf::testing::outbox as store;
 use wharf_testkit::TestDb;
 
 use super::support::*;

@@ -5,7 +5,7 @@
 
 use chrono::{Duration, Utc};
 use wharf::outbox::{ActionRequest, ActionState, CLAIM_BATCH_LIMIT, ClaimBudget};
-use wharf::store::outbox::{self as store, TenantCaps};
+use wharf::testing::outbox::{self as store, TenantCaps};
 use wharf_testkit::TestDb;
 
 use super::support::*;
