@@ -128,6 +128,42 @@ impl Pair {
     }
 }
 
+impl Pair {
+    /// `wharf emit` on A of a `sync_cursor` envelope for sequence `n` under `key`, to B; what
+    /// it printed.
+    fn emit(&self, config: &Path, n: u64, key: &str) -> String {
+        let a = self.a_dir.path();
+        let payload = a.join("payload.json");
+        std::fs::write(
+            &payload,
+            json!({"producer_id": "wharf-a", "acknowledged_sequence": n,
+                   "acknowledged_event_id": null, "version": 1})
+            .to_string(),
+        )
+        .unwrap();
+        ok(
+            &[
+                "emit",
+                "--tenant",
+                "acme",
+                "--project",
+                "p1",
+                "--event-type",
+                "sync_cursor",
+                "--payload",
+                payload.to_str().unwrap(),
+                "--idempotency-key",
+                key,
+                "--to",
+                &self.ingest,
+            ],
+            &self.a_db.url(),
+            a,
+            Some(config),
+        )
+    }
+}
+
 #[tokio::test]
 async fn a_emits_signed_envelopes_and_b_accepts_each_exactly_once_in_order() {
     let pair = Pair::new().await;
@@ -153,58 +189,12 @@ async fn a_emits_signed_envelopes_and_b_accepts_each_exactly_once_in_order() {
     .unwrap();
 
     // A emits before anything runs: the envelopes wait in A's outbox.
-    let payload = a.join("payload.json");
     for n in 1..=ENVELOPES {
-        std::fs::write(
-            &payload,
-            json!({"producer_id": "wharf-a", "acknowledged_sequence": n,
-                   "acknowledged_event_id": null, "version": 1})
-            .to_string(),
-        )
-        .unwrap();
-        let emitted = ok(
-            &[
-                "emit",
-                "--tenant",
-                "acme",
-                "--project",
-                "p1",
-                "--event-type",
-                "sync_cursor",
-                "--payload",
-                payload.to_str().unwrap(),
-                "--idempotency-key",
-                &format!("cursor-{n}"),
-                "--to",
-                ingest,
-            ],
-            &a_db.url(),
-            a,
-            Some(&config),
-        );
+        let emitted = pair.emit(&config, n, &format!("cursor-{n}"));
         assert!(emitted.starts_with("emitted"), "{emitted}");
     }
     // The same key again is the same envelope, not a new one.
-    let again = ok(
-        &[
-            "emit",
-            "--tenant",
-            "acme",
-            "--project",
-            "p1",
-            "--event-type",
-            "sync_cursor",
-            "--payload",
-            payload.to_str().unwrap(),
-            "--idempotency-key",
-            &format!("cursor-{ENVELOPES}"),
-            "--to",
-            ingest,
-        ],
-        &a_db.url(),
-        a,
-        Some(&config),
-    );
+    let again = pair.emit(&config, ENVELOPES, &format!("cursor-{ENVELOPES}"));
     assert!(again.starts_with("already emitted"), "{again}");
 
     let b_server = Server::start_on(b, b_port, &[], &[("DATABASE_URL", &b_db.url())]).await;
@@ -290,35 +280,8 @@ async fn dead_letters_are_redriven_from_the_command_line_after_a_pause_and_b_acc
     };
     // A delivers with a credential B never issued: B answers 401 and each ends a dead letter.
     configure("not-a-credential-of-b");
-    let payload = a.join("payload.json");
     for n in 1..=2 {
-        std::fs::write(
-            &payload,
-            json!({"producer_id": "wharf-a", "acknowledged_sequence": n,
-                   "acknowledged_event_id": null, "version": 1})
-            .to_string(),
-        )
-        .unwrap();
-        let emitted = ok(
-            &[
-                "emit",
-                "--tenant",
-                "acme",
-                "--project",
-                "p1",
-                "--event-type",
-                "sync_cursor",
-                "--payload",
-                payload.to_str().unwrap(),
-                "--idempotency-key",
-                &format!("dl-{n}"),
-                "--to",
-                &pair.ingest,
-            ],
-            &a_url,
-            a,
-            Some(&config),
-        );
+        let emitted = pair.emit(&config, n, &format!("dl-{n}"));
         assert!(emitted.starts_with("emitted"), "{emitted}");
     }
     let b_server =

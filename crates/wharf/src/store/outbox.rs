@@ -238,7 +238,6 @@ pub struct ClaimedRow {
     pub epoch: i64,
     /// An earlier attempt may have written (the mark as it was before this claim).
     pub write_started: bool,
-    pub at_most_once: bool,
     /// This claim recorded `write_started_at` itself: its commit is the attempt's fence.
     pub claim_fenced: bool,
 }

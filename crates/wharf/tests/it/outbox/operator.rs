@@ -18,22 +18,16 @@ fn op() -> Operator {
 /// Every row of every table an operator action may write, as text: equal before and after
 /// means nothing changed.
 async fn census(pool: &PgPool) -> String {
-    let mut out = String::new();
-    for (table, order) in [
-        ("action", "id"),
-        ("operator_audit", "audit_id"),
-        ("action_resolution", "resolution_id"),
-        ("action_resend", "action_id"),
-    ] {
-        let rows: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT string_agg(t::text, E'\\n' ORDER BY {order}) FROM wharf.{table} t"
-        )))
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        out.push_str(&format!("{table}:\n{}\n", rows.unwrap_or_default()));
-    }
-    out
+    rows_of(
+        pool,
+        &[
+            ("action", "id"),
+            ("operator_audit", "audit_id"),
+            ("action_resolution", "resolution_id"),
+            ("action_resend", "action_id"),
+        ],
+    )
+    .await
 }
 
 async fn force_executing(pool: &PgPool, id: i64) {

@@ -18,21 +18,15 @@ fn op() -> Operator {
 
 /// Every row pausing may write, as text.
 async fn census(pool: &PgPool) -> String {
-    let mut out = String::new();
-    for (table, order) in [
-        ("action", "id"),
-        ("operator_audit", "audit_id"),
-        ("kind_pause", "kind, tenant_id"),
-    ] {
-        let rows: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT string_agg(t::text, E'\\n' ORDER BY {order}) FROM wharf.{table} t"
-        )))
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        out.push_str(&format!("{table}:\n{}\n", rows.unwrap_or_default()));
-    }
-    out
+    rows_of(
+        pool,
+        &[
+            ("action", "id"),
+            ("operator_audit", "audit_id"),
+            ("kind_pause", "kind, tenant_id"),
+        ],
+    )
+    .await
 }
 
 async fn operations(pool: &PgPool) -> Vec<(String, serde_json::Value)> {

@@ -330,3 +330,19 @@ pub async fn fail_updates_matching(pool: &sqlx::PgPool, pattern: &str, skip: i32
         .await
         .unwrap();
 }
+
+/// Every row of `tables` (name, ORDER BY), as text: equal before and after means a refused
+/// request changed nothing there.
+pub async fn rows_of(pool: &PgPool, tables: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (table, order) in tables {
+        let rows: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT string_agg(t::text, E'\\n' ORDER BY {order}) FROM wharf.{table} t"
+        )))
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        out.push_str(&format!("{table}:\n{}\n", rows.unwrap_or_default()));
+    }
+    out
+}
