@@ -19,8 +19,8 @@
 //! - [`Attempt`] is what an adapter gets; only the executor can build one, so only the
 //!   executor can call an adapter. [`Fence::begin_write`] is the last check before a provider
 //!   call.
-//! - [`admit`], [`refuse`], [`get`], [`list`], [`erase_subject`], [`delete_ended_before`] for
-//!   operators; [`cancel`], [`resolve`] (in-doubt actions, with an optional [`resend`]) and
+//! - [`admit`], [`refuse`], [`get`], [`list`], [`due`] (typed due depth per kind),
+//!   [`erase_subject`], [`delete_ended_before`] for operators; [`cancel`], [`resolve`] (in-doubt actions, with an optional [`resend`]) and
 //!   [`audit`] write and read the operator audit (`operator.rs`); [`pause`] and [`resume`]
 //!   stop and restart claims of a kind, or of a kind for one tenant (`pause.rs`).
 //!
@@ -62,8 +62,8 @@ pub use operator::{
     resend_key, resend_of, resolutions, resolve,
 };
 pub use ops::{
-    ActionView, ENQUEUE_BATCH_MAX, Enqueued, LIST_LIMIT_MAX, ListFilter, admit,
-    delete_ended_before, enqueue, enqueue_many, erase_subject, get, list, refuse,
+    ActionView, DueStats, ENQUEUE_BATCH_MAX, Enqueued, LIST_LIMIT_MAX, ListFilter, admit,
+    delete_ended_before, due, enqueue, enqueue_many, erase_subject, get, list, refuse,
 };
 pub use pause::{PAUSE_REFRESH_MS, PAUSES_MAX, Pause, Paused, Resumed, pause, pauses, resume};
 pub use request::{

@@ -311,3 +311,30 @@ fn view(row: store::outbox::ActionRow) -> Result<ActionView, Error> {
         ended_at: row.ended_at,
     })
 }
+
+/// How much due work waits for one kind ([`due`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct DueStats {
+    /// The kind.
+    pub kind: String,
+    /// ADMITTED actions whose `run_at` has come (lane heads or not).
+    pub due: i64,
+    /// How long the oldest of them has been due, in seconds (0 when none is).
+    pub oldest_due_s: f64,
+}
+
+/// The due depth and the oldest due age of every kind that has due work, as the executor's
+/// gauges report them (`wharf_action_due_depth`, `wharf_action_oldest_due_age_seconds`).
+/// Counts every due row: call it on a slow interval, not per request.
+pub async fn due<'c>(executor: impl PgExecutor<'c>) -> Result<Vec<DueStats>, Error> {
+    Ok(store::outbox::due_gauges(executor, None)
+        .await?
+        .into_iter()
+        .map(|(kind, due, oldest)| DueStats {
+            kind,
+            due,
+            oldest_due_s: oldest.max(0.0),
+        })
+        .collect())
+}

@@ -349,3 +349,34 @@ async fn list_pages_in_id_order_with_filters() {
     };
     assert!(list(&db.pool, &too_many).await.is_err());
 }
+
+/// The due depth per kind as a library call: due rows only (lane heads or not), the not yet due
+/// and the ended left out, the oldest one's age.
+#[tokio::test]
+async fn due_stats_count_what_is_due_per_kind() {
+    let db = TestDb::new().await;
+    let (registry, ..) = registry();
+    assert!(wharf::outbox::due(&db.pool).await.unwrap().is_empty());
+    // Two due in one lane (the second behind the first still counts as due), one not yet due.
+    enqueue(&db.pool, &registry, req("lane-1", "a")).await;
+    enqueue(&db.pool, &registry, req("lane-1", "b")).await;
+    let mut later = req("lane-2", "later");
+    later.run_at = Some(Utc::now() + chrono::Duration::hours(1));
+    enqueue(&db.pool, &registry, later).await;
+    let amo = wharf::outbox::ActionRequest::new(AMO_KIND, "lane-3", "c", serde_json::json!({}))
+        .tenant("t1");
+    enqueue(&db.pool, &registry, amo).await;
+    let stats = wharf::outbox::due(&db.pool).await.unwrap();
+    let mut got: Vec<(&str, i64)> = stats.iter().map(|s| (s.kind.as_str(), s.due)).collect();
+    got.sort_unstable();
+    assert_eq!(got, [(KIND, 2), (AMO_KIND, 1)]);
+    assert!(
+        stats
+            .iter()
+            .all(|s| s.oldest_due_s >= 0.0 && s.oldest_due_s < 3600.0)
+    );
+    // Run: nothing is due any more but the one an hour away, which is not due yet.
+    executor(&db.pool, &registry).run_once().await.unwrap();
+    executor(&db.pool, &registry).run_once().await.unwrap();
+    assert!(wharf::outbox::due(&db.pool).await.unwrap().is_empty());
+}
