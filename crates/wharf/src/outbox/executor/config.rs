@@ -111,7 +111,29 @@ impl Default for ExecutorConfig {
     }
 }
 
+/// The fence margin's share of the lease that [`ExecutorConfig::with_lease_ms`] derives: a fifth,
+/// as the defaults have it (60 s of 300 s).
+pub const FENCE_MARGIN_PER_LEASE_DIVISOR: u64 = 5;
+
 impl ExecutorConfig {
+    /// The defaults with another lease, and the fence margin derived from it (a fifth of the
+    /// lease, [`FENCE_MARGIN_PER_LEASE_DIVISOR`]). The three durations move together: an
+    /// attempt's provider call must end within the fence margin, which must end within the
+    /// lease, so every kind's `call_timeout_ms` must stay below the derived margin
+    /// ([`validate`](Self::validate) names all three when it does not).
+    ///
+    /// ```
+    /// let config = wharf::outbox::ExecutorConfig::with_lease_ms(30_000);
+    /// assert_eq!((config.lease_ms, config.fence_margin_ms), (30_000, 6_000));
+    /// ```
+    pub fn with_lease_ms(lease_ms: u64) -> ExecutorConfig {
+        ExecutorConfig {
+            lease_ms,
+            fence_margin_ms: lease_ms / FENCE_MARGIN_PER_LEASE_DIVISOR,
+            ..ExecutorConfig::default()
+        }
+    }
+
     /// Checks every bound, and that every registered kind's call timeout fits in the fence
     /// margin, which must fit in the lease.
     pub fn validate(&self, registry: &Registry) -> Result<(), Error> {
@@ -140,7 +162,12 @@ impl ExecutorConfig {
             return fail("claim_ahead_max must be ≤ 10000".into());
         }
         if self.fence_margin_ms == 0 || self.lease_ms <= self.fence_margin_ms {
-            return fail("lease_ms must be longer than fence_margin_ms > 0".into());
+            return fail(format!(
+                "lease_ms {} must be longer than fence_margin_ms {} (> 0), which must be longer \
+                 than every kind's call_timeout_ms: change them together \
+                 (ExecutorConfig::with_lease_ms derives the margin from the lease)",
+                self.lease_ms, self.fence_margin_ms
+            ));
         }
         if self.poll_interval_ms_min == 0 || self.poll_interval_ms_max < self.poll_interval_ms_min {
             return fail("poll intervals must satisfy 0 < min ≤ max".into());
@@ -159,11 +186,79 @@ impl ExecutorConfig {
         for spec in registry.all().map(|r| &r.spec) {
             if spec.call_timeout_ms >= self.fence_margin_ms {
                 return fail(format!(
-                    "kind {}: call_timeout_ms {} must be shorter than fence_margin_ms {}",
-                    spec.name, spec.call_timeout_ms, self.fence_margin_ms
+                    "kind {}: call_timeout_ms {} must be shorter than fence_margin_ms {} \
+                     (of lease_ms {}): shorten the kind's call timeout or lengthen the lease \
+                     and its margin together",
+                    spec.name, spec.call_timeout_ms, self.fence_margin_ms, self.lease_ms
                 ));
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::outbox::kind::{Adapter, KindSpec, Outcome};
+    use crate::outbox::{Attempt, Backoff};
+
+    struct Slow;
+
+    #[async_trait::async_trait]
+    impl Adapter for Slow {
+        fn spec(&self) -> KindSpec {
+            KindSpec {
+                name: "slow",
+                at_most_once: false,
+                instance_level: true,
+                max_attempts_default: 3,
+                backoff: Backoff::default(),
+                call_timeout_ms: 10_000,
+            }
+        }
+        async fn execute(&self, _attempt: &mut Attempt) -> Outcome {
+            Outcome::Done { readback_ref: None }
+        }
+    }
+
+    fn refusal(config: &ExecutorConfig, registry: &Registry) -> String {
+        match config.validate(registry) {
+            Err(Error::Config(why)) => why,
+            other => panic!("expected a configuration refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_shorter_lease_brings_its_fence_margin_and_the_refusals_name_all_three() {
+        let mut registry = Registry::new();
+        registry.register(Arc::new(Slow)).unwrap();
+        let c = ExecutorConfig::with_lease_ms(60_000);
+        assert_eq!((c.lease_ms, c.fence_margin_ms), (60_000, 12_000));
+        assert!(c.validate(&registry).is_ok());
+        // A lease whose derived margin is shorter than the kind's call timeout.
+        let short = ExecutorConfig::with_lease_ms(30_000);
+        let why = refusal(&short, &registry);
+        assert!(
+            why.contains("call_timeout_ms 10000")
+                && why.contains("fence_margin_ms 6000")
+                && why.contains("lease_ms 30000"),
+            "{why}"
+        );
+        // A lease shortened alone, the margin left at its default.
+        let alone = ExecutorConfig {
+            lease_ms: 30_000,
+            ..ExecutorConfig::default()
+        };
+        let why = refusal(&alone, &registry);
+        assert!(
+            why.contains("lease_ms 30000")
+                && why.contains("fence_margin_ms 60000")
+                && why.contains("call_timeout_ms")
+                && why.contains("with_lease_ms"),
+            "{why}"
+        );
     }
 }
