@@ -124,6 +124,6 @@ UPDATE wharf.action a
   FROM picked
  WHERE a.id = picked.id
 RETURNING a.id, a.kind, a.tenant_id, a.project_id, a.lane_key, a.idempotency_key, a.payload,
-          a.subject_account_id, a.attempt, a.max_attempts, a.epoch,
+          a.subject_account_id, a.attempt, a.max_attempts, a.epoch, a.created_at,
           picked.was_started AS write_started,
           (a.kind = ANY($6::text[]) AND NOT a.at_most_once) AS claim_fenced

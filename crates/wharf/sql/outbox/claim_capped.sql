@@ -118,6 +118,6 @@ UPDATE wharf.action a
   FROM locked, clock
  WHERE a.id = locked.id
 RETURNING a.id, a.kind, a.tenant_id, a.project_id, a.lane_key, a.idempotency_key, a.payload,
-          a.subject_account_id, a.attempt, a.max_attempts, a.epoch,
+          a.subject_account_id, a.attempt, a.max_attempts, a.epoch, a.created_at,
           locked.was_started AS write_started,
           (a.kind = ANY($9::text[]) AND NOT a.at_most_once) AS claim_fenced

@@ -47,6 +47,7 @@ pub struct Attempt {
     pub(crate) attempt: u32,
     pub(crate) max_attempts: u32,
     pub(crate) epoch: i64,
+    pub(crate) enqueued_at: DateTime<Utc>,
     pub(crate) write_started: bool,
     pub(crate) pool: PgPool,
     pub(crate) call_timeout: Duration,
@@ -125,6 +126,11 @@ impl Attempt {
     /// The claim's epoch.
     pub fn epoch(&self) -> i64 {
         self.epoch
+    }
+    /// When the action was enqueued, by the database clock: how long it waited can matter to
+    /// the effect too (a reminder hours late may be worth dropping).
+    pub fn enqueued_at(&self) -> DateTime<Utc> {
+        self.enqueued_at
     }
     /// An earlier attempt passed its fence and may have written: read back before writing.
     pub fn write_started(&self) -> bool {

@@ -633,6 +633,7 @@ impl Executor {
             attempt: claim.attempt,
             max_attempts: claim.max_attempts,
             epoch: row.epoch,
+            enqueued_at: row.created_at,
             write_started: row.write_started,
             pool: inner.pool.clone(),
             call_timeout,

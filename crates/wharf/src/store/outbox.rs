@@ -236,6 +236,8 @@ pub struct ClaimedRow {
     pub attempt: i32,
     pub max_attempts: i32,
     pub epoch: i64,
+    /// When the action was enqueued.
+    pub created_at: DateTime<Utc>,
     /// An earlier attempt may have written (the mark as it was before this claim).
     pub write_started: bool,
     /// This claim recorded `write_started_at` itself: its commit is the attempt's fence.

@@ -520,3 +520,32 @@ async fn several_replicas_never_overlap_a_lane_and_keep_its_order() {
     }
     assert_eq!(total, ACTIONS, "every action ran exactly once");
 }
+
+/// An adapter learns when its action was enqueued: the row's own `created_at`, on every
+/// attempt (a retry included).
+#[tokio::test]
+async fn an_attempt_says_when_its_action_was_enqueued() {
+    let db = TestDb::new().await;
+    let (registry, fake, ..) = registry();
+    fake.script(
+        "late",
+        vec![
+            Step::Fenced(wharf::outbox::Outcome::Retry {
+                code: code("provider.busy"),
+                after: Some(Duration::ZERO),
+            }),
+            Step::Fenced(wharf::outbox::Outcome::Done { readback_ref: None }),
+        ],
+    );
+    let id = enqueue(&db.pool, &registry, req("lane-e", "late")).await;
+    let created: chrono::DateTime<Utc> =
+        sqlx::query_scalar("SELECT created_at FROM wharf.action WHERE id = $1")
+            .bind(id)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    executor(&db.pool, &registry).drain().await.unwrap();
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen.iter().all(|s| s.enqueued_at == created), "{seen:?}");
+}

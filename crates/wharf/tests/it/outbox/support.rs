@@ -44,6 +44,7 @@ pub struct Seen {
     pub lane_key: String,
     pub attempt: u32,
     pub epoch: i64,
+    pub enqueued_at: chrono::DateTime<chrono::Utc>,
     pub write_started: bool,
     pub fence: Option<String>,
 }
@@ -143,6 +144,7 @@ impl Adapter for Fake {
             lane_key: attempt.lane_key().to_owned(),
             attempt: attempt.attempt(),
             epoch: attempt.epoch(),
+            enqueued_at: attempt.enqueued_at(),
             write_started: attempt.write_started(),
             fence: None,
         };
