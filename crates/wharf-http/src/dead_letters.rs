@@ -90,19 +90,21 @@ pub(crate) async fn authorize(
         )
     };
     let token = bearer(headers).ok_or_else(unauthorized)?;
-    let identity = wharf::inbox::authenticate(pool, token)
+    match outbound::reader_of(pool, token, tenant)
         .await
-        // A credential lookup only reads: nothing was committed.
-        .map_err(|e| ApiError::not_committed(&e, correlation))?
-        .ok_or_else(unauthorized)?;
-    if identity.tenant() != tenant {
+        .map_err(|e| outbound_error(e, correlation))?
+    {
+        outbound::Reader::OfTenant => {}
+        outbound::Reader::Unknown => return Err(unauthorized()),
         // Another tenant's credential: say no without saying whether the tenant exists.
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "this credential belongs to another tenant",
-            correlation,
-        ));
+        outbound::Reader::OtherTenant => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this credential belongs to another tenant",
+                correlation,
+            ));
+        }
     }
     Ok(())
 }

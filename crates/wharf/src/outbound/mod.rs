@@ -23,7 +23,8 @@
 //!   [`SigningKeySource`] instead of [`SealedKeySource`].
 //! - [`DeliveryBudget`] is the per-tenant `delivery` rate limit the `envelope` adapter consults
 //!   (see its module for what it needs from the claim).
-//! - [`dead_letters`] pages the FAILED actions of one explicit (tenant, project).
+//! - [`dead_letters`] pages the FAILED actions of one explicit (tenant, project); [`reader_of`]
+//!   says whether a credential may read a tenant's dead letters and signing keys (its own only).
 //!
 //! # Quick start
 //!
@@ -63,6 +64,7 @@ pub mod delivery;
 mod emit;
 mod error;
 mod keys;
+mod readers;
 mod redrive;
 mod scope;
 
@@ -78,5 +80,6 @@ pub use keys::{
     SigningKeyInfo, SigningKeySource, generate_signing_key, list_signing_keys, open_signing_key,
     public_key, seal_signing_key,
 };
+pub use readers::{Reader, reader_of};
 pub use redrive::{REDRIVE_BATCH_MAX, RedriveFilter, Redriven, redrive};
 pub use scope::{DESTINATION_URL_BYTES_MAX, Destination, Scope};
