@@ -474,3 +474,57 @@ async fn a_send_whose_answer_was_lost_resends_the_same_bytes_and_is_a_duplicate(
     assert_eq!(identities, ["1", "2"], "one identity per sequence");
     server.interrupt();
 }
+
+/// `wharf retention run` says what it deleted, each count under its own name, and `wharf
+/// drain` says how many actions it ran.
+#[tokio::test]
+async fn retention_and_drain_say_what_they_did() {
+    let db = wharf_testkit::TestDb::new().await;
+    let cwd = tempfile::tempdir().unwrap();
+    // An email to the embedded default (an .eml file under the data dir).
+    sqlx::query(
+        "INSERT INTO wharf.action (kind, tenant_id, project_id, lane_key, idempotency_key,
+                                   content_digest, at_most_once, instance_level, state,
+                                   max_attempts, payload, run_at)
+         VALUES ('email', NULL, NULL, 'r1', 'r1', sha256('r1'::bytea), true, true, 'ADMITTED', 2,
+                 '{\"notice\":\"message\",\"event\":{\"to\":\"ada@example.org\",
+                   \"subject\":\"Hi\",\"text\":\"Hello\"}}'::jsonb, now())",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let env = [("DATABASE_URL", db.url())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (ok, stdout, stderr) = run_in(cwd.path(), &["drain"], &env);
+    assert!(ok, "{stderr}");
+    let said = format!("{stdout}{stderr}");
+    assert!(said.contains("ran 1 attempt(s)"), "{said}");
+    let state: String = sqlx::query_scalar("SELECT state FROM wharf.action")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(state, "DONE");
+
+    let (ok, stdout, stderr) = run_in(
+        cwd.path(),
+        &["retention", "run", "--action-days", "0"],
+        &env,
+    );
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("deleted 0 inbox payload(s) older than 90 days")
+            && stdout.contains("deleted 1 ended action(s) older than 0 days"),
+        "{stdout}"
+    );
+    let (ok, stdout, stderr) = run_in(
+        cwd.path(),
+        &["retention", "run", "--action-days", "0", "--json"],
+        &env,
+    );
+    assert!(ok, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(
+        (&report["deleted_payloads"], &report["deleted_actions"]),
+        (&serde_json::json!(0), &serde_json::json!(0))
+    );
+}
