@@ -109,7 +109,9 @@ pub(crate) async fn authorize(
     Ok(())
 }
 
-fn outbound_error(error: outbound::Error, correlation: &CorrelationId) -> ApiError {
+/// A read's outbound error as an answer (also [`crate::signing_keys`]'s): a database error
+/// there committed nothing.
+pub(crate) fn outbound_error(error: outbound::Error, correlation: &CorrelationId) -> ApiError {
     match error {
         outbound::Error::Invalid { .. } | outbound::Error::InvalidCursor => {
             ApiError::invalid(error.to_string(), correlation)

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use wharf::outbound;
 
 use crate::auth::OperatorToken;
-use crate::dead_letters::authorize;
+use crate::dead_letters::{authorize, outbound_error};
 use crate::error::{ApiError, CorrelationId};
 use crate::extract::{ApiPath, ApiQuery};
 
@@ -64,12 +64,7 @@ async fn list(
     let ApiQuery(query) = query?;
     let keys = outbound::list_signing_keys(&state.pool, &tenant, query.project.as_deref())
         .await
-        .map_err(|e| match e {
-            e @ outbound::Error::Invalid { .. } => ApiError::invalid(e.to_string(), &correlation),
-            // A list only reads: nothing was committed.
-            outbound::Error::Database(e) => ApiError::not_committed(&e, &correlation),
-            other => ApiError::internal(&other, &correlation),
-        })?;
+        .map_err(|e| outbound_error(e, &correlation))?;
     let items = keys
         .into_iter()
         .map(|k| KeyJson {

@@ -388,9 +388,15 @@ pub(super) async fn confirm(
         return Err(c.read_only_refusal(&correlation));
     }
     let (title, mut what) = op.describe();
-    if matches!(op, Op::Redrive { .. }) {
+    if let Op::Redrive {
+        tenant,
+        project,
+        error_code,
+    } = &op
+    {
         // Dry run first: the confirmation lists what the button would redrive.
-        what.push_str(&redrive_preview(&c, &op, &signed, &correlation).await?);
+        let filter = redrive_filter(tenant, project, error_code.as_deref());
+        what.push_str(&redrive_preview(&c, &filter, &signed, &correlation).await?);
     }
     let mut form = format!(
         "<div class=\"confirm\"><p>{what}</p><form method=\"post\" action=\"{}/do\">{}",
@@ -417,14 +423,14 @@ pub(super) async fn confirm(
 /// The dry run of a redrive, as the list the confirmation shows (nothing is written).
 async fn redrive_preview(
     c: &Console,
-    op: &Op,
+    filter: &wharf::outbound::RedriveFilter,
     signed: &super::Signed,
     correlation: &CorrelationId,
 ) -> Result<String, Failure> {
     let api = |e: ApiError| Failure::api(c, e);
     let who = outbox::Operator::new(signed.session.operator.as_str(), correlation.0.clone());
     let mut tx = actions::begin(&c.pool, correlation).await.map_err(api)?;
-    let would = wharf::outbound::redrive(&mut tx, &c.registry, &who, &redrive_filter(op), true)
+    let would = wharf::outbound::redrive(&mut tx, &c.registry, &who, filter, true)
         .await
         .map_err(|e| api(crate::operator::redrive_error(e, correlation)))?;
     drop(tx);
@@ -554,10 +560,10 @@ pub(super) async fn perform(
             error_code,
         } => {
             let who = outbox::Operator::new(operator, correlation.0.clone());
-            let redriven =
-                wharf::outbound::redrive(&mut tx, &c.registry, &who, &redrive_filter(&op), false)
-                    .await
-                    .map_err(|e| api(crate::operator::redrive_error(e, &correlation)))?;
+            let filter = redrive_filter(tenant, project, error_code.as_deref());
+            let redriven = wharf::outbound::redrive(&mut tx, &c.registry, &who, &filter, false)
+                .await
+                .map_err(|e| api(crate::operator::redrive_error(e, &correlation)))?;
             (
                 format!(
                     "redrove {}{}",
@@ -634,20 +640,16 @@ fn for_tenant(tenant: Option<&str>) -> String {
     }
 }
 
-/// The redrive a [`Op::Redrive`] asks for: one batch, the most the library takes.
-fn redrive_filter(op: &Op) -> wharf::outbound::RedriveFilter {
-    let Op::Redrive {
-        tenant,
-        project,
-        error_code,
-    } = op
-    else {
-        unreachable!("only called for a redrive")
-    };
+/// The redrive an [`Op::Redrive`] asks for: one batch, the most the library takes.
+fn redrive_filter(
+    tenant: &str,
+    project: &str,
+    error_code: Option<&str>,
+) -> wharf::outbound::RedriveFilter {
     wharf::outbound::RedriveFilter {
-        tenant: tenant.clone(),
-        project: project.clone(),
-        error_code: error_code.clone(),
+        tenant: tenant.to_owned(),
+        project: project.to_owned(),
+        error_code: error_code.map(str::to_owned),
         ended_after: None,
         limit: wharf::outbound::REDRIVE_BATCH_MAX,
     }
