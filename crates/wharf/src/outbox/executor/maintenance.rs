@@ -71,9 +71,11 @@ impl Executor {
 
     /// Refreshes the due-depth and oldest-due-age gauges for every registered kind.
     pub async fn refresh_gauges(&self) -> Result<(), Error> {
-        let rows = store::outbox::due_gauges(&self.inner.statements, None).await?;
-        let by_kind: HashMap<String, (i64, f64)> =
-            rows.into_iter().map(|(k, n, age)| (k, (n, age))).collect();
+        let by_kind: HashMap<String, (i64, f64)> = ops::due(&self.inner.statements)
+            .await?
+            .into_iter()
+            .map(|d| (d.kind, (d.due, d.oldest_due_s)))
+            .collect();
         for kind in self.inner.registry.kinds() {
             let (n, age) = by_kind.get(kind).copied().unwrap_or((0, 0.0));
             metrics::due(kind, n, age);
