@@ -13,6 +13,7 @@
 UPDATE wharf.action a
    SET write_started_at = coalesce(a.write_started_at, coalesce($4::timestamptz, now()))
   FROM unnest($1::bigint[], $2::bigint[]) AS f(id, epoch)
- WHERE a.id = f.id AND a.epoch = f.epoch AND a.state = 'EXECUTING'
+ WHERE a.id = f.id AND a.epoch = f.epoch
+   AND (a.state || '') = 'EXECUTING'  -- the plan: primary key only, as in complete.sql
    AND a.lease_expires_at - coalesce($4::timestamptz, now()) >= $3::bigint * interval '1 millisecond'
 RETURNING a.id

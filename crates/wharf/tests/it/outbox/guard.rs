@@ -298,3 +298,47 @@ async fn the_table_checks_scope_and_end_columns() {
         assert_eq!(sqlstate(&e), "23514", "{state} {reason:?} {payload:?}");
     }
 }
+
+#[tokio::test]
+async fn kinds_and_error_codes_are_checked_at_their_edges() {
+    let db = TestDb::new().await;
+    let insert = |kind: String, error_code: Option<String>| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query(
+                "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key,
+                                           content_digest, at_most_once, instance_level, state,
+                                           max_attempts, payload, run_at, error_code)
+                 VALUES ($1, 't', 'l', gen_random_uuid()::text, sha256('x'), false, false,
+                         'ADMITTED', 1, '{}', now(), $2)",
+            )
+            .bind(kind)
+            .bind(error_code)
+            .execute(&pool)
+            .await
+        }
+    };
+    let longest = "a".repeat(64);
+    for good in ["k", "email.send", "a-b_c.9", longest.as_str()] {
+        insert(good.to_owned(), Some(good.to_owned()))
+            .await
+            .unwrap_or_else(|e| panic!("{good:?} refused: {e}"));
+    }
+    insert("k".to_owned(), None).await.unwrap();
+    let too_long = "a".repeat(65);
+    for bad in ["", "Email", "a b", "é", "a/b", "ａ", too_long.as_str()] {
+        let e = insert(bad.to_owned(), None).await.unwrap_err();
+        assert_eq!(sqlstate(&e), "23514", "kind {bad:?}");
+        let e = insert("k".to_owned(), Some(bad.to_owned()))
+            .await
+            .unwrap_err();
+        assert_eq!(sqlstate(&e), "23514", "error code {bad:?}");
+    }
+    // An update that leaves both alone passes the same checks (every CHECK runs on every UPDATE).
+    let n = sqlx::query("UPDATE wharf.action SET run_at = now() WHERE state = 'ADMITTED'")
+        .execute(&db.pool)
+        .await
+        .unwrap()
+        .rows_affected();
+    assert_eq!(n, 5);
+}
