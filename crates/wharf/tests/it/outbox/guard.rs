@@ -299,6 +299,12 @@ async fn the_table_checks_scope_and_end_columns() {
     }
 }
 
+fn constraint(e: &sqlx::Error) -> Option<String> {
+    e.as_database_error()
+        .and_then(|d| d.constraint())
+        .map(str::to_owned)
+}
+
 #[tokio::test]
 async fn kinds_and_error_codes_are_checked_at_their_edges() {
     let db = TestDb::new().await;
@@ -329,10 +335,16 @@ async fn kinds_and_error_codes_are_checked_at_their_edges() {
     for bad in ["", "Email", "a b", "é", "a/b", "ａ", too_long.as_str()] {
         let e = insert(bad.to_owned(), None).await.unwrap_err();
         assert_eq!(sqlstate(&e), "23514", "kind {bad:?}");
+        assert_eq!(
+            constraint(&e).as_deref(),
+            Some("ck_action_kind"),
+            "kind {bad:?}"
+        );
         let e = insert("k".to_owned(), Some(bad.to_owned()))
             .await
             .unwrap_err();
         assert_eq!(sqlstate(&e), "23514", "error code {bad:?}");
+        assert_eq!(constraint(&e).as_deref(), Some("ck_action_error_code"));
     }
     // An update that leaves both alone passes the same checks (every CHECK runs on every UPDATE).
     let n = sqlx::query("UPDATE wharf.action SET run_at = now() WHERE state = 'ADMITTED'")
@@ -341,4 +353,68 @@ async fn kinds_and_error_codes_are_checked_at_their_edges() {
         .unwrap()
         .rows_affected();
     assert_eq!(n, 5);
+}
+
+/// The columns fixed at enqueue are checked once, at insert (0018), each bound at its edge, and
+/// a refusal names the check as the CHECK constraint it replaced did.
+#[tokio::test]
+async fn fixed_columns_are_checked_at_insert_at_their_edges() {
+    let db = TestDb::new().await;
+    let insert = |tenant: Option<String>, lane: String, key: String, digest_len: i32| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query(
+                "INSERT INTO wharf.action (kind, tenant_id, project_id, subject_account_id,
+                                           lane_key, idempotency_key, content_digest,
+                                           at_most_once, instance_level, state, max_attempts,
+                                           payload, run_at)
+                 VALUES ('k', $1, $1, $1, $2, $3, substr(sha512('x'), 1, $4), false, false,
+                         'ADMITTED', 1, '{}', now())",
+            )
+            .bind(tenant)
+            .bind(lane)
+            .bind(key)
+            .bind(digest_len)
+            .execute(&pool)
+            .await
+        }
+    };
+    let n = |len: usize| "x".repeat(len);
+    let mut keys = 0..;
+    let mut key = || format!("key-{}", keys.next().unwrap());
+    // Every bound at its edge passes.
+    insert(Some(n(256)), n(256), n(256), 32).await.unwrap();
+    insert(Some(n(1)), n(1), key(), 32).await.unwrap();
+    for (tenant, lane, idem, digest, refused_by) in [
+        (Some(n(257)), n(1), key(), 32, "ck_action_scope_len"),
+        (Some(String::new()), n(1), key(), 32, "ck_action_scope_len"),
+        (Some(n(1)), n(257), key(), 32, "ck_action_lane_key"),
+        (Some(n(1)), String::new(), key(), 32, "ck_action_lane_key"),
+        (Some(n(1)), n(1), n(257), 32, "ck_action_idempotency_key"),
+        (
+            Some(n(1)),
+            n(1),
+            String::new(),
+            32,
+            "ck_action_idempotency_key",
+        ),
+        (Some(n(1)), n(1), key(), 31, "ck_action_digest"),
+        (Some(n(1)), n(1), key(), 33, "ck_action_digest"),
+        (None, n(1), key(), 32, "ck_action_tenant"),
+    ] {
+        let e = insert(tenant, lane, idem, digest).await.unwrap_err();
+        assert_eq!(sqlstate(&e), "23514", "{refused_by}");
+        assert_eq!(constraint(&e).as_deref(), Some(refused_by));
+    }
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM wharf.action")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 2, "a refused insert writes nothing");
+    // And they cannot change afterwards: the guard refuses (WH004), so the check still holds.
+    let e = sqlx::query("UPDATE wharf.action SET lane_key = '' WHERE lane_key = 'x'")
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&e), "WH004");
 }
