@@ -13,7 +13,11 @@
 UPDATE wharf.action a
    SET write_started_at = coalesce(a.write_started_at, coalesce($4::timestamptz, now()))
   FROM unnest($1::bigint[], $2::bigint[]) AS f(id, epoch)
- WHERE a.id = f.id AND a.epoch = f.epoch
-   AND (a.state || '') = 'EXECUTING'  -- the plan: primary key only, as in complete.sql
-   AND a.lease_expires_at - coalesce($4::timestamptz, now()) >= $3::bigint * interval '1 millisecond'
+ WHERE a.id = ANY($1::bigint[]) AND a.id = f.id AND a.epoch = f.epoch
+   -- One CASE for the state and the lease: the plan is complete.sql's, and no test here implies
+   -- a partial index's predicate (the lease test alone made the planner walk ix_action_lease).
+   AND CASE WHEN a.state = 'EXECUTING'
+                 AND a.lease_expires_at - coalesce($4::timestamptz, now())
+                     >= $3::bigint * interval '1 millisecond'
+            THEN true ELSE false END
 RETURNING a.id

@@ -9,14 +9,15 @@
 -- $9 boolean[] clear write_started_at (the adapter proved nothing was written).
 -- $10 timestamptz: "now" for tests; NULL means the database clock.
 --
--- The plan: each entry of the batch finds its row by primary key (a nested loop driven by the
--- arrays). The state test is written so that no partial index on EXECUTING rows can serve it:
--- with statistics taken while every row was ADMITTED (a bench's ANALYZE after enqueue, or any
--- quiet moment) the planner believed one row was EXECUTING, walked ux_action_lane_executing (every
--- running action, and every dead entry it had left) and compared each with every entry of the
--- batch: 15-20 ms for 200 rows instead of 4-5, and completions of seconds (a p50 of 25 s on a
--- server with default settings). `a.id = ANY($1)` was tried as well: its estimate, one row, made
--- the same quadratic join.
+-- The plan, fixed by the text: the primary key finds the batch's rows (`a.id = ANY($1)`), and
+-- they are joined to the arrays by hash. The state test is a CASE on purpose: no partial index on
+-- EXECUTING rows can serve it, and the planner estimates it at one half instead of believing the
+-- statistics. Statistics taken while every row was ADMITTED (a bench's ANALYZE after enqueue,
+-- any quiet moment) say almost nothing is EXECUTING; believing them, the planner walked
+-- ux_action_lane_executing (every running action and every dead entry it had left), or took the
+-- batch's rows as one and compared each with every entry of the arrays (15-20 ms for 200 rows
+-- instead of 4; completions of seconds, a p50 of 25 s on a server with default settings), or
+-- hashed the arrays and scanned the whole table. tests/it/outbox/plans.rs holds the plan to this.
 WITH clock AS MATERIALIZED (
     SELECT coalesce($10::timestamptz, now()) AS now
 )
@@ -39,6 +40,6 @@ UPDATE wharf.action a
            AS r(id, epoch, state, stop_reason, readback_ref, error_code, delay_ms, refund,
                 clear_fence),
        clock
- WHERE a.id = r.id AND a.epoch = r.epoch
-   AND (a.state || '') = 'EXECUTING'
+ WHERE a.id = ANY($1::bigint[]) AND a.id = r.id AND a.epoch = r.epoch
+   AND CASE WHEN a.state = 'EXECUTING' THEN true ELSE false END
 RETURNING a.id

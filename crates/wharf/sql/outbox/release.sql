@@ -14,6 +14,6 @@ UPDATE wharf.action a
        run_at = now(), head_hint = true,
        write_started_at = CASE WHEN r.clear_fence THEN NULL ELSE a.write_started_at END
   FROM unnest($1::bigint[], $2::bigint[], $3::boolean[]) AS r(id, epoch, clear_fence)
- WHERE a.id = r.id AND a.epoch = r.epoch
-   AND (a.state || '') = 'EXECUTING'  -- the plan: primary key only, as in complete.sql
+ WHERE a.id = ANY($1::bigint[]) AND a.id = r.id AND a.epoch = r.epoch
+   AND CASE WHEN a.state = 'EXECUTING' THEN true ELSE false END  -- the plan: see complete.sql
 RETURNING a.id

@@ -13,6 +13,7 @@ mod guard;
 mod housekeeping;
 mod operator;
 mod pause;
+mod plans;
 mod reclaim;
 mod run_loop;
 mod support;

@@ -1,0 +1,108 @@
+//! The plans of the statements that change a batch of claimed rows, under the statistics that
+//! once made them slow: taken while every row was ADMITTED (a bench's ANALYZE after enqueue, a
+//! quiet moment). Not timed: the plan's shape is asserted, the speed is the benchmarks' business.
+
+use wharf_testkit::TestDb;
+
+const COMPLETE: &str = concat!(
+    "EXPLAIN (FORMAT JSON) ",
+    include_str!("../../../sql/outbox/complete.sql")
+);
+const RELEASE: &str = concat!(
+    "EXPLAIN (FORMAT JSON) ",
+    include_str!("../../../sql/outbox/release.sql")
+);
+const BEGIN_WRITE: &str = concat!(
+    "EXPLAIN (FORMAT JSON) ",
+    include_str!("../../../sql/outbox/begin_write.sql")
+);
+
+/// Indexes that must not drive a batch statement: walking every running action (and every dead
+/// entry left behind) per batch entry is what made completions take seconds.
+const WRONG_INDEXES: [&str; 2] = ["ux_action_lane_executing", "ix_action_lease"];
+
+/// Asserts that `plan` (EXPLAIN's JSON) finds its rows by primary key and by nothing else.
+fn assert_by_primary_key(name: &str, plan: &serde_json::Value) {
+    let plan = plan.to_string();
+    assert!(plan.contains("action_pkey"), "{name}: {plan}");
+    for index in WRONG_INDEXES {
+        assert!(!plan.contains(index), "{name} walks {index}: {plan}");
+    }
+    assert!(
+        !plan.contains("Join Filter"),
+        "{name} joins by filter: {plan}"
+    );
+    assert!(!plan.contains("Seq Scan"), "{name} scans the table: {plan}");
+}
+
+#[tokio::test]
+async fn batch_statements_find_their_rows_by_primary_key_under_stale_statistics() {
+    let db = TestDb::new().await;
+    // 20,000 ADMITTED actions, one lane each, analyzed as they are: nothing EXECUTING.
+    sqlx::query(
+        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
+                                   at_most_once, instance_level, state, max_attempts, payload,
+                                   run_at)
+         SELECT 'k', 't', 'lane-' || g, 'key-' || g, sha256(g::text::bytea), false, false,
+                'ADMITTED', 3, '{}', now()
+           FROM generate_series(1, 20000) g",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE wharf.action")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    // Then 200 of them are claimed, as the executor would.
+    let (ids, epochs): (Vec<i64>, Vec<i64>) = sqlx::query_as(
+        "WITH c AS (
+             UPDATE wharf.action SET state = 'EXECUTING', epoch = epoch + 1, attempt = 1,
+                                     lease_expires_at = now() + interval '30 seconds'
+              WHERE id IN (SELECT id FROM wharf.action ORDER BY id LIMIT 200)
+             RETURNING id, epoch)
+         SELECT array_agg(id ORDER BY id), array_agg(epoch ORDER BY id) FROM c",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(ids.len(), 200);
+    let n = ids.len();
+
+    let no_time = None::<chrono::DateTime<chrono::Utc>>;
+
+    let plan: serde_json::Value = sqlx::query_scalar(COMPLETE)
+        .bind(&ids)
+        .bind(&epochs)
+        .bind(vec!["DONE"; n])
+        .bind(vec![Some("DONE"); n])
+        .bind(vec![None::<String>; n])
+        .bind(vec![None::<String>; n])
+        .bind(vec![0i64; n])
+        .bind(vec![0i32; n])
+        .bind(vec![false; n])
+        .bind(no_time)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_by_primary_key("complete", &plan);
+
+    let plan: serde_json::Value = sqlx::query_scalar(RELEASE)
+        .bind(&ids)
+        .bind(&epochs)
+        .bind(vec![false; n])
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_by_primary_key("release", &plan);
+
+    let plan: serde_json::Value = sqlx::query_scalar(BEGIN_WRITE)
+        .bind(&ids)
+        .bind(&epochs)
+        .bind(1000i64)
+        .bind(no_time)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_by_primary_key("begin_write", &plan);
+}
