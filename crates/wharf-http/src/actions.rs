@@ -26,8 +26,9 @@ use serde_json::Value;
 use wharf::outbox::{self, ActionRequest, ActionView, Registry};
 
 use crate::auth::OperatorToken;
-use crate::error::{ApiError, CorrelationId};
+use crate::error::{ApiError, CorrelationId, ErrorBody};
 use crate::extract::{ApiBody, ApiPath, BodyLimit};
+use crate::openapi::{ActionStateSchema, StopReasonSchema};
 
 /// Bytes an enqueue request body may have: the largest payload the registry can allow (1 MiB)
 /// plus room for the other fields. The registry's own, usually smaller, bound still applies.
@@ -58,20 +59,28 @@ pub fn routes(pool: sqlx::PgPool, registry: Arc<Registry>, token: OperatorToken)
 }
 
 /// The body of `POST /v1/actions`: SPEC §2.1's fields, nothing else.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = ActionRequest)]
 struct EnqueueBody {
+    /// A registered kind.
     kind: String,
     #[serde(default)]
     tenant_id: Option<String>,
     #[serde(default)]
     project_id: Option<String>,
+    /// Actions of one lane never run at the same time, and run in id order.
+    #[schema(min_length = 1, max_length = 256)]
     lane_key: String,
+    /// Unique: the same key with the same content returns the first action.
+    #[schema(min_length = 1, max_length = 256)]
     idempotency_key: String,
+    /// JSON the adapter needs; at most 64 KiB by default.
     payload: Value,
     #[serde(default)]
     subject_account_id: Option<String>,
     #[serde(default)]
+    #[schema(minimum = 1)]
     max_attempts: Option<u32>,
     #[serde(default)]
     expires_at: Option<DateTime<Utc>>,
@@ -82,7 +91,8 @@ struct EnqueueBody {
 }
 
 /// An action as the API shows it. An ended action has no payload.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = Action)]
 pub struct ActionJson {
     id: i64,
     kind: String,
@@ -90,13 +100,17 @@ pub struct ActionJson {
     project_id: Option<String>,
     lane_key: String,
     idempotency_key: String,
+    #[schema(value_type = ActionStateSchema)]
     state: &'static str,
+    /// Set once the action ended.
+    #[schema(value_type = Option<StopReasonSchema>)]
     stop_reason: Option<&'static str>,
     attempt: u32,
     max_attempts: u32,
     epoch: i64,
     error_code: Option<String>,
     readback_ref: Option<String>,
+    /// Absent once the action ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     payload: Option<Value>,
     subject_account_id: Option<String>,
@@ -132,6 +146,24 @@ impl From<ActionView> for ActionJson {
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/actions",
+    operation_id = "enqueueAction",
+    tag = "outbox",
+    summary = "Enqueue an action",
+    security(("operatorToken" = [])),
+    request_body(content = EnqueueBody, content_type = "application/json"),
+    responses(
+        (status = 201, description = "created", body = ActionJson),
+        (status = 200, description = "an action with this idempotency key and the same content already exists; it is returned unchanged", body = ActionJson),
+        (status = 400, description = "a field breaks its rule, the kind is unknown, or the adapter refused the payload", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 409, description = "idempotency conflict: the key exists with different content", body = ErrorBody),
+        (status = 413, description = "the body is (or announces itself) larger than the limit; refused before it is read", body = ErrorBody),
+        (status = 503, description = "the database failed. Code `unavailable`: nothing was committed, retry. Code `outcome-unknown`: the connection was lost while the write was committing, so it may exist; retry with the same idempotency key, which answers 200 with it if it does", body = ErrorBody),
+    )
+)]
 async fn enqueue(
     State(actions): State<Actions>,
     Extension(correlation): Extension<CorrelationId>,
@@ -168,6 +200,22 @@ async fn enqueue(
     Ok((status, Json(view.into())))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/actions/{id}",
+    operation_id = "getAction",
+    tag = "outbox",
+    summary = "Show an action",
+    security(("operatorToken" = [])),
+    params(("id" = i64, Path, minimum = 1, description = "the action's id")),
+    responses(
+        (status = 200, description = "the action (an ended one has no payload)", body = ActionJson),
+        (status = 400, description = "the id is not an integer", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 404, description = "no such action", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the database failed; nothing changed", body = ErrorBody),
+    )
+)]
 async fn show(
     State(actions): State<Actions>,
     Extension(correlation): Extension<CorrelationId>,
@@ -178,6 +226,23 @@ async fn show(
     Ok(Json(find(&actions.pool, id, &correlation).await?.into()))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/actions/{id}/admit",
+    operation_id = "admitAction",
+    tag = "outbox",
+    summary = "Admit a PROPOSED action",
+    security(("operatorToken" = [])),
+    params(("id" = i64, Path, minimum = 1, description = "the action's id")),
+    responses(
+        (status = 200, description = "admitted", body = ActionJson),
+        (status = 400, description = "the id is not an integer", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 404, description = "no such action", body = ErrorBody),
+        (status = 409, description = "`not-proposed`: only a PROPOSED action can be admitted", body = ErrorBody),
+        (status = 503, description = "`unavailable` or `outcome-unknown`, as for enqueue", body = ErrorBody),
+    )
+)]
 async fn admit(
     State(actions): State<Actions>,
     Extension(correlation): Extension<CorrelationId>,
@@ -194,6 +259,23 @@ async fn admit(
     decided(view, changed, "admitted", &correlation)
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/actions/{id}/refuse",
+    operation_id = "refuseAction",
+    tag = "outbox",
+    summary = "Refuse a PROPOSED action (it ends CANCELLED / REFUSED)",
+    security(("operatorToken" = [])),
+    params(("id" = i64, Path, minimum = 1, description = "the action's id")),
+    responses(
+        (status = 200, description = "refused", body = ActionJson),
+        (status = 400, description = "the id is not an integer", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 404, description = "no such action", body = ErrorBody),
+        (status = 409, description = "`not-proposed`: only a PROPOSED action can be refused", body = ErrorBody),
+        (status = 503, description = "`unavailable` or `outcome-unknown`, as for enqueue", body = ErrorBody),
+    )
+)]
 async fn refuse(
     State(actions): State<Actions>,
     Extension(correlation): Extension<CorrelationId>,
@@ -210,11 +292,28 @@ async fn refuse(
     decided(view, changed, "refused", &correlation)
 }
 
-#[derive(Serialize)]
+/// What an erasure did.
+#[derive(Serialize, utoipa::ToSchema)]
 struct Erased {
+    /// How many actions were deleted.
     deleted: u64,
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/subjects/{account}/actions",
+    operation_id = "eraseSubject",
+    tag = "outbox",
+    summary = "Erase every action of a subject account",
+    security(("operatorToken" = [])),
+    params(("account" = String, Path, description = "the subject account id")),
+    responses(
+        (status = 200, description = "how many actions were deleted", body = Erased),
+        (status = 400, description = "the account holds a NUL byte", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 503, description = "`unavailable` or `outcome-unknown`, as for enqueue", body = ErrorBody),
+    )
+)]
 async fn erase(
     State(actions): State<Actions>,
     Extension(correlation): Extension<CorrelationId>,

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use wharf::outbound::{self, Cursor, DeadLetter};
 
 use crate::auth::{OperatorToken, bearer};
-use crate::error::{ApiError, CorrelationId};
+use crate::error::{ApiError, CorrelationId, ErrorBody};
 use crate::extract::{ApiPath, ApiQuery};
+use crate::openapi::Identity;
 
 #[derive(Clone)]
 struct DeadLetters {
@@ -30,19 +31,48 @@ pub fn routes(pool: sqlx::PgPool, token: OperatorToken) -> Router {
         .with_state(DeadLetters { pool, token })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct PageQuery {
+    /// The `next_cursor` of the previous page.
     after: Option<String>,
+    /// Rows on the page; absent: 100.
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<u32>,
 }
 
-#[derive(Serialize)]
+/// One page of dead letters, oldest failure first.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = DeadLetterPage)]
 struct PageJson {
+    /// At most 100.
+    #[schema(max_items = 100)]
     items: Vec<DeadLetter>,
+    /// Where the next page starts; null when this one reached the end (for now).
     next_cursor: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/tenants/{tenant}/projects/{project}/dead-letters",
+    operation_id = "listDeadLetters",
+    tag = "outbox",
+    summary = "FAILED actions of one tenant and project, keyset-paginated",
+    security(("tenantCredential" = []), ("operatorToken" = [])),
+    params(
+        ("tenant" = Identity, Path, description = "the credential's tenant"),
+        ("project" = Identity, Path),
+        PageQuery,
+    ),
+    responses(
+        (status = 200, description = "a page (at most 100)", body = PageJson),
+        (status = 400, description = "a bad cursor, limit or query parameter", body = ErrorBody),
+        (status = 401, description = "no credential of this tenant and not the operator token", body = ErrorBody),
+        (status = 403, description = "a credential of another tenant", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the database failed; nothing changed", body = ErrorBody),
+    )
+)]
 async fn list(
     State(state): State<DeadLetters>,
     Extension(correlation): Extension<CorrelationId>,

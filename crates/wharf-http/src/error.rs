@@ -104,12 +104,22 @@ pub struct ApiError {
     headers: Vec<(HeaderName, HeaderValue)>,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
+// Also the `Error` schema of the OpenAPI document: the document describes this very type, so it
+// cannot drift from what clients receive. Its doc comment is the schema's description.
+/// The body of every error answer.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub(crate) struct Body<'a> {
+    /// A stable machine-readable code (`unauthorized`, `not-found`, `unavailable`, …).
     code: &'a str,
+    /// A short human-readable reason; never an internal detail.
     reason: &'a str,
+    /// The request's correlation id, also in the `x-correlation-id` header.
     correlation_id: &'a str,
 }
+
+/// [`Body`] as the document names it in a response (`body = ErrorBody`).
+pub(crate) type ErrorBody = Body<'static>;
 
 impl ApiError {
     /// An error with a status, a stable code and a reason.

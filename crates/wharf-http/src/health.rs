@@ -19,7 +19,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use sqlx::PgPool;
 use tower::ServiceExt as _;
 
-use crate::error::{ApiError, CorrelationId};
+use crate::error::{ApiError, CorrelationId, ErrorBody};
 
 /// How long `/readyz` waits for the database before it answers 503. A load balancer polls it
 /// every few seconds; a slower database is not ready.
@@ -43,10 +43,29 @@ pub fn routes(pool: PgPool, prometheus: Option<PrometheusHandle>) -> Router {
         .with_state(Health { pool, prometheus })
 }
 
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "healthz",
+    tag = "operations",
+    summary = "The process answers",
+    responses((status = 200, description = "ok", body = String, content_type = "text/plain")),
+)]
 async fn healthz() -> &'static str {
     "ok\n"
 }
 
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    operation_id = "readyz",
+    tag = "operations",
+    summary = "The process and its database answer",
+    responses(
+        (status = 200, description = "ready", body = String, content_type = "text/plain"),
+        (status = 503, description = "not ready: the database does not answer (`not-ready`), or the server is still starting (`starting`, while it waits for its database)", body = ErrorBody),
+    ),
+)]
 async fn ready(State(health): State<Health>, correlation: CorrelationId) -> Response {
     let check = wharf::ping(&health.pool);
     match tokio::time::timeout(Duration::from_millis(READY_CHECK_MS), check).await {
@@ -69,6 +88,18 @@ fn not_ready(reason: String, correlation: &CorrelationId) -> Response {
     .into_response()
 }
 
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "operations",
+    summary = "Prometheus metrics",
+    responses(
+        (status = 200, description = "text exposition format", body = String, content_type = "text/plain"),
+        (status = 404, description = "`not-found`: this server exports no metrics", body = ErrorBody),
+        (status = 503, description = "`starting`: the server is still waiting for its database", body = ErrorBody),
+    ),
+)]
 async fn metrics(State(health): State<Health>, correlation: CorrelationId) -> Response {
     match &health.prometheus {
         Some(handle) => (StatusCode::OK, handle.render()).into_response(),

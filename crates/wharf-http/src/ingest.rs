@@ -41,8 +41,9 @@ use serde::Serialize;
 use wharf::commit::Committed;
 use wharf::inbox::{BatchResponse, Inbox, Original, Response as Answer, Route, Status};
 
-use crate::error::{ApiError, CorrelationId};
+use crate::error::{ApiError, CorrelationId, ErrorBody};
 use crate::extract::{ApiBody, ApiPath, BodyLimit};
+use crate::openapi::{BatchRequestSchema, EnvelopeSchema, Identity, OutcomeSchema};
 
 /// The single-envelope route.
 pub const SINGLE_PATH: &str = "/v1/tenants/{tenant}/projects/{project}/envelopes";
@@ -59,8 +60,11 @@ pub fn routes(inbox: Arc<Inbox>) -> Router {
         .with_state(inbox)
 }
 
-#[derive(Serialize)]
+/// For `ignore-duplicate`: the acceptance this answer repeats.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Original)]
 struct OriginalJson<'a> {
+    #[schema(value_type = OutcomeSchema)]
     outcome: &'a str,
     correlation_id: &'a str,
 }
@@ -74,19 +78,26 @@ impl<'a> OriginalJson<'a> {
     }
 }
 
-#[derive(Serialize)]
+/// A decided envelope: its outcome, the stable reason, and the stream's contiguous cursor.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = IngestResponse)]
 struct DecidedJson<'a> {
+    #[schema(value_type = OutcomeSchema)]
     outcome: &'a str,
     reason: &'a str,
     correlation_id: &'a str,
+    /// The stream's contiguous cursor.
     acknowledged_sequence: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     original: Option<OriginalJson<'a>>,
 }
 
-#[derive(Serialize)]
+/// One envelope's outcome in a batch, by its index in the request.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = BatchItem)]
 struct ItemJson<'a> {
     index: usize,
+    #[schema(value_type = OutcomeSchema)]
     outcome: &'a str,
     reason: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -97,7 +108,9 @@ struct ItemJson<'a> {
     original: Option<OriginalJson<'a>>,
 }
 
-#[derive(Serialize)]
+/// A decided batch: one outcome per envelope, and the stream's acknowledged sequence.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = BatchResponse)]
 struct BatchJson<'a> {
     correlation_id: &'a str,
     acknowledged_sequence: u64,
@@ -160,6 +173,29 @@ fn peer(connect: Option<Extension<ConnectInfo<SocketAddr>>>) -> IpAddr {
     )
 }
 
+#[utoipa::path(
+    post,
+    path = SINGLE_PATH,
+    operation_id = "ingestEnvelope",
+    tag = "inbox",
+    summary = "Ingest one signed controlplane/v1 envelope",
+    security(("tenantCredential" = [])),
+    params(
+        ("tenant" = Identity, Path, description = "must be the credential's and the envelope's tenant"),
+        ("project" = Identity, Path, description = "must be the envelope's project"),
+    ),
+    request_body(content = EnvelopeSchema, content_type = "application/json"),
+    responses(
+        (status = 200, description = "accept-delayed, accept-reordered or ignore-duplicate (acknowledged: committed)", body = DecidedJson),
+        (status = 409, description = "refuse-replay", body = DecidedJson),
+        (status = 422, description = "refuse-tampered or refuse-incompatible", body = DecidedJson),
+        (status = 401, description = "no or an unknown credential (`WWW-Authenticate: Bearer`); nothing audited", body = ErrorBody),
+        (status = 413, description = "the body is (or announces itself) larger than the limit; refused before it is read", body = ErrorBody),
+        (status = 429, description = "rate limited; see Retry-After", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "seconds to wait"))),
+        (status = 503, description = "unavailable: nothing was acknowledged; retry the same envelope (a committed one answers ignore-duplicate)", body = ErrorBody),
+    )
+)]
 async fn single(
     State(inbox): State<Arc<Inbox>>,
     ApiPath((tenant, project)): ApiPath<(String, String)>,
@@ -181,6 +217,28 @@ async fn single(
     answer(&a)
 }
 
+#[utoipa::path(
+    post,
+    path = BATCH_PATH,
+    operation_id = "ingestBatch",
+    tag = "inbox",
+    summary = "Ingest many envelopes of one stream in one transaction",
+    security(("tenantCredential" = [])),
+    params(
+        ("tenant" = Identity, Path, description = "must be the credential's and the envelopes' tenant"),
+        ("project" = Identity, Path, description = "must be the envelopes' project"),
+    ),
+    request_body(content = BatchRequestSchema, content_type = "application/json"),
+    responses(
+        (status = 200, description = "one outcome per envelope, and the stream's acknowledged sequence", body = BatchJson),
+        (status = 422, description = "the body is not a list of envelopes: one refusal for the whole request", body = DecidedJson),
+        (status = 401, description = "no or an unknown credential (`WWW-Authenticate: Bearer`); nothing audited", body = ErrorBody),
+        (status = 413, description = "body too large, or more envelopes than the identity limiter's burst (`batch-over-burst`: no wait can cover it)", body = ErrorBody),
+        (status = 429, description = "rate limited (a batch costs one identity token per envelope); see Retry-After", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "seconds to wait"))),
+        (status = 503, description = "unavailable: nothing was acknowledged; retry the same batch", body = ErrorBody),
+    )
+)]
 async fn batch(
     State(inbox): State<Arc<Inbox>>,
     ApiPath((tenant, project)): ApiPath<(String, String)>,

@@ -28,8 +28,9 @@ use wharf::outbox::{self, ActionState, AuditEntry, Finding, Operator, Registry, 
 
 use crate::actions::{ActionJson, outbox_error};
 use crate::auth::OperatorToken;
-use crate::error::{ApiError, CorrelationId};
+use crate::error::{ApiError, CorrelationId, ErrorBody};
 use crate::extract::{ApiBody, ApiPath, ApiQuery};
+use crate::openapi::{ActionStateSchema, Identity};
 
 /// The actor written to the audit when a request names none.
 pub const DEFAULT_ACTOR: &str = "operator-token";
@@ -64,18 +65,29 @@ pub fn routes(pool: sqlx::PgPool, registry: Arc<Registry>, token: OperatorToken)
         })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// Only this state.
+    #[param(value_type = Option<ActionStateSchema>)]
     state: Option<String>,
+    /// Only this kind.
     kind: Option<String>,
+    /// Only this tenant.
     tenant: Option<String>,
+    /// The `next_after` of the previous page.
     after: Option<i64>,
+    /// Rows on the page; absent: 100.
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<u32>,
 }
 
-#[derive(Serialize)]
+/// A keyset page.
+#[derive(Serialize, utoipa::ToSchema)]
 struct Page<T> {
+    /// At most 100.
+    #[schema(max_items = 100)]
     items: Vec<T>,
     /// The `after` of the next page; absent on the last one.
     next_after: Option<i64>,
@@ -92,6 +104,21 @@ fn limit_of(limit: Option<u32>, max: u32, correlation: &CorrelationId) -> Result
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/actions",
+    operation_id = "listActions",
+    tag = "outbox",
+    summary = "List actions in id order, a keyset page at a time",
+    security(("operatorToken" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "a page", body = Page<ActionJson>),
+        (status = 400, description = "a bad filter, limit or query parameter", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the database failed; nothing changed", body = ErrorBody),
+    )
+)]
 async fn list(
     State(ops): State<Ops>,
     Extension(correlation): Extension<CorrelationId>,
@@ -131,20 +158,45 @@ async fn list(
     }))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = CancelRequest)]
 struct CancelBody {
+    /// Who, for the audit (default `operator-token`).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
     actor: Option<String>,
 }
 
-#[derive(Serialize)]
+/// A cancelled action, the state it left, and its audit row.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Cancelled)]
 struct CancelledJson {
     action: ActionJson,
+    /// PROPOSED or ADMITTED.
+    #[schema(value_type = ActionStateSchema)]
     from: &'static str,
     audit_id: i64,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/actions/{id}/cancel",
+    operation_id = "cancelAction",
+    tag = "outbox",
+    summary = "Cancel a PROPOSED or ADMITTED action (CANCELLED / OPERATOR); EXECUTING and ended actions are refused (409 not-cancellable)",
+    security(("operatorToken" = [])),
+    params(("id" = i64, Path, minimum = 1, description = "the action's id")),
+    request_body(content = Option<CancelBody>, description = "optional", content_type = "application/json"),
+    responses(
+        (status = 200, description = "cancelled", body = CancelledJson),
+        (status = 400, description = "a bad id or body", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 404, description = "no such action", body = ErrorBody),
+        (status = 409, description = "`not-cancellable`: EXECUTING or ended", body = ErrorBody),
+        (status = 503, description = "`unavailable` or `outcome-unknown`, as for enqueue", body = ErrorBody),
+    )
+)]
 async fn cancel(
     State(ops): State<Ops>,
     Extension(correlation): Extension<CorrelationId>,
@@ -177,20 +229,28 @@ async fn cancel(
     }))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = ResolveRequest)]
 struct ResolveBody {
+    #[schema(value_type = Finding)]
     finding: String,
+    /// At most 512 bytes.
     #[serde(default)]
+    #[schema(max_length = 512)]
     note: String,
     /// The payload to send again with (only with `not-delivered`).
     #[serde(default)]
     resend_payload: Option<Value>,
+    /// Who, for the audit (default `operator-token`).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
     actor: Option<String>,
 }
 
-#[derive(Serialize)]
+/// The resolution recorded, the resend if one was asked for, and the audit row.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Resolved)]
 struct ResolvedJson {
     resolution: Resolution,
     /// The resend, when one was asked for.
@@ -200,6 +260,24 @@ struct ResolvedJson {
     audit_id: i64,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/actions/{id}/resolve",
+    operation_id = "resolveAction",
+    tag = "outbox",
+    summary = "Record what was found out about an UNCERTAIN action (it stays unchanged), optionally resending it as a new linked action (409 not-in-doubt otherwise)",
+    security(("operatorToken" = [])),
+    params(("id" = i64, Path, minimum = 1, description = "the action's id")),
+    request_body(content = ResolveBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "recorded", body = ResolvedJson),
+        (status = 400, description = "a bad id or body (a finding other than delivered / not-delivered, a note over 512 bytes, a resend with delivered)", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 404, description = "no such action", body = ErrorBody),
+        (status = 409, description = "`not-in-doubt`: only an UNCERTAIN action can be resolved", body = ErrorBody),
+        (status = 503, description = "`unavailable` or `outcome-unknown`, as for enqueue", body = ErrorBody),
+    )
+)]
 async fn resolve(
     State(ops): State<Ops>,
     Extension(correlation): Extension<CorrelationId>,
@@ -240,11 +318,27 @@ async fn resolve(
     }))
 }
 
-#[derive(Serialize)]
+/// Every item.
+#[derive(Serialize, utoipa::ToSchema)]
 struct Items<T> {
     items: Vec<T>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/actions/{id}/resolutions",
+    operation_id = "listResolutions",
+    tag = "outbox",
+    summary = "Every resolution of one action, oldest first",
+    security(("operatorToken" = [])),
+    params(("id" = i64, Path, minimum = 1, description = "the action's id")),
+    responses(
+        (status = 200, description = "resolutions", body = Items<Resolution>),
+        (status = 400, description = "a bad id", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the database failed; nothing changed", body = ErrorBody),
+    )
+)]
 async fn resolutions(
     State(ops): State<Ops>,
     Extension(correlation): Extension<CorrelationId>,
@@ -258,14 +352,34 @@ async fn resolutions(
     Ok(Json(Items { items }))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct AuditQuery {
+    /// Only this action.
     action_id: Option<i64>,
+    /// The `next_after` of the previous page.
     after: Option<i64>,
+    /// Rows on the page; absent: 100.
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<u32>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/audit",
+    operation_id = "listAudit",
+    tag = "outbox",
+    summary = "The operator audit (cancel, resolve, redrive, pause, resume) in the order written, a keyset page at a time",
+    security(("operatorToken" = [])),
+    params(AuditQuery),
+    responses(
+        (status = 200, description = "a page", body = Page<AuditEntry>),
+        (status = 400, description = "a bad limit or query parameter", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the database failed; nothing changed", body = ErrorBody),
+    )
+)]
 async fn audit(
     State(ops): State<Ops>,
     Extension(correlation): Extension<CorrelationId>,
@@ -289,20 +403,27 @@ async fn audit(
     Ok(Json(Page { items, next_after }))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = PauseRequest)]
 struct PauseBody {
-    /// Only this tenant of the kind; absent: every tenant.
+    /// Only this tenant of the kind; absent: every tenant (its own pause, beside any tenant's).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
     tenant: Option<String>,
     /// Why (pause only), ≤ 512 bytes.
     #[serde(default)]
+    #[schema(max_length = 512)]
     note: Option<String>,
+    /// Who, for the audit (default `operator-token`).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
     actor: Option<String>,
 }
 
-#[derive(Serialize)]
+/// The pause in force, whether this call wrote it, and its audit row.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Paused)]
 struct PausedJson {
     pause: outbox::Pause,
     /// False when the pause was in force already (nothing was written).
@@ -319,6 +440,23 @@ fn pause_body(body: &[u8], what: &str, correlation: &CorrelationId) -> Result<Pa
         .map_err(|e| ApiError::invalid(format!("invalid {what} request: {e}"), correlation))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/kinds/{kind}/pause",
+    operation_id = "pauseKind",
+    tag = "outbox",
+    summary = "Pause a kind (or one tenant of it): claims skip it from the executors' next refresh (at most 1 s); nothing running is interrupted",
+    security(("operatorToken" = [])),
+    params(("kind" = String, Path, description = "a registered kind")),
+    request_body(content = Option<PauseBody>, description = "optional", content_type = "application/json"),
+    responses(
+        (status = 201, description = "paused", body = PausedJson),
+        (status = 200, description = "already paused; nothing written", body = PausedJson),
+        (status = 400, description = "an unknown kind, a bad tenant, note or body", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 503, description = "`unavailable` or `outcome-unknown`, as for enqueue", body = ErrorBody),
+    )
+)]
 async fn pause(
     State(ops): State<Ops>,
     Extension(correlation): Extension<CorrelationId>,
@@ -356,7 +494,9 @@ async fn pause(
     ))
 }
 
-#[derive(Serialize)]
+/// Whether a pause ended, which, and its audit row.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Resumed)]
 struct ResumedJson {
     /// False when it was not paused (nothing was written).
     resumed: bool,
@@ -365,6 +505,22 @@ struct ResumedJson {
     audit_id: Option<i64>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/kinds/{kind}/resume",
+    operation_id = "resumeKind",
+    tag = "outbox",
+    summary = "Resume a kind (the kind-wide pause only) or one tenant of it",
+    security(("operatorToken" = [])),
+    params(("kind" = String, Path, description = "a registered kind")),
+    request_body(content = Option<PauseBody>, description = "optional; a resume takes no note", content_type = "application/json"),
+    responses(
+        (status = 200, description = "resumed, or was not paused (resumed false, nothing written)", body = ResumedJson),
+        (status = 400, description = "an unknown kind, a bad tenant or body", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 503, description = "`unavailable` or `outcome-unknown`, as for enqueue", body = ErrorBody),
+    )
+)]
 async fn resume(
     State(ops): State<Ops>,
     Extension(correlation): Extension<CorrelationId>,
@@ -399,6 +555,19 @@ async fn resume(
     }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/pauses",
+    operation_id = "listPauses",
+    tag = "outbox",
+    summary = "Every pause in force (at most 1000)",
+    security(("operatorToken" = [])),
+    responses(
+        (status = 200, description = "the pauses", body = Items<outbox::Pause>),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the database failed; nothing changed", body = ErrorBody),
+    )
+)]
 async fn pauses(
     State(ops): State<Ops>,
     Extension(correlation): Extension<CorrelationId>,
@@ -411,31 +580,57 @@ async fn pauses(
     Ok(Json(Items { items }))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = RedriveRequest)]
 struct RedriveBody {
+    /// Only this error code.
     #[serde(default)]
     error_code: Option<String>,
+    /// Only dead letters that ended after this.
     #[serde(default)]
     ended_after: Option<chrono::DateTime<chrono::Utc>>,
     /// 1..=100; absent: 100.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     limit: Option<u32>,
     /// Absent or true: list what would be redriven and write nothing.
     #[serde(default)]
     dry_run: Option<bool>,
+    /// Who, for the audit (default `operator-token`).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
     actor: Option<String>,
 }
 
-#[derive(Serialize)]
+/// What was (or would be) redriven.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Redriven)]
 struct RedrivenJson {
     dry_run: bool,
+    /// At most 100.
+    #[schema(max_items = 100)]
     items: Vec<wharf::outbound::Redriven>,
     /// Whether a next call may find more (this one took as many as it could).
     more: bool,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/tenants/{tenant}/projects/{project}/dead-letters/redrive",
+    operation_id = "redriveDeadLetters",
+    tag = "outbound",
+    summary = "Deliver envelope dead letters of one scope again, the same bytes and event id, in emission order, as new linked actions; a dry run unless dry_run is false; idempotent",
+    security(("operatorToken" = [])),
+    params(("tenant" = Identity, Path), ("project" = Identity, Path)),
+    request_body(content = Option<RedriveBody>, description = "optional", content_type = "application/json"),
+    responses(
+        (status = 200, description = "what was (or would be) redriven", body = RedrivenJson),
+        (status = 400, description = "a bad filter or body", body = ErrorBody),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+        (status = 503, description = "`unavailable` or `outcome-unknown`, as for enqueue", body = ErrorBody),
+    )
+)]
 async fn redrive(
     State(ops): State<Ops>,
     Extension(correlation): Extension<CorrelationId>,

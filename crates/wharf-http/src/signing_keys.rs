@@ -13,8 +13,9 @@ use wharf::outbound;
 
 use crate::auth::OperatorToken;
 use crate::dead_letters::{authorize, outbound_error};
-use crate::error::{ApiError, CorrelationId};
+use crate::error::{ApiError, CorrelationId, ErrorBody};
 use crate::extract::{ApiPath, ApiQuery};
+use crate::openapi::Identity;
 
 #[derive(Clone)]
 struct SigningKeys {
@@ -29,13 +30,17 @@ pub fn routes(pool: sqlx::PgPool, token: OperatorToken) -> Router {
         .with_state(SigningKeys { pool, token })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct KeysQuery {
+    /// Only this project.
     project: Option<String>,
 }
 
-#[derive(Serialize)]
+/// A public key that signs (or signed) a tenant's outbound envelopes.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = SigningKey)]
 struct KeyJson {
     tenant: String,
     project: String,
@@ -48,11 +53,29 @@ struct KeyJson {
     retired_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-#[derive(Serialize)]
+/// The keys, current and retired.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = SigningKeys)]
 struct Items {
     items: Vec<KeyJson>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/tenants/{tenant}/signing-keys",
+    operation_id = "listSigningKeys",
+    tag = "outbound",
+    summary = "The public keys this server signs the tenant's outbound envelopes with, current and retired (rotation keeps old ones listed); a credential of the tenant or the operator token",
+    security(("tenantCredential" = []), ("operatorToken" = [])),
+    params(("tenant" = Identity, Path, description = "the credential's tenant"), KeysQuery),
+    responses(
+        (status = 200, description = "the keys", body = Items),
+        (status = 400, description = "a bad query parameter", body = ErrorBody),
+        (status = 401, description = "no credential of this tenant and not the operator token", body = ErrorBody),
+        (status = 403, description = "a credential of another tenant", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the database failed; nothing changed", body = ErrorBody),
+    )
+)]
 async fn list(
     State(state): State<SigningKeys>,
     Extension(correlation): Extension<CorrelationId>,

@@ -17,7 +17,7 @@ use axum::{Extension, Json, Router};
 use serde::Serialize;
 
 use crate::auth::OperatorToken;
-use crate::error::{ApiError, CorrelationId};
+use crate::error::{ApiError, CorrelationId, ErrorBody};
 
 /// The route.
 pub const PATH: &str = "/v1/webhook-keys";
@@ -31,13 +31,20 @@ struct WebhookKeys {
     token: OperatorToken,
 }
 
-#[derive(Serialize)]
+/// A key that signs this server's webhooks.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = WebhookKey)]
 struct KeyJson<'a> {
+    #[schema(value_type = crate::openapi::Algorithm)]
     algorithm: &'static str,
+    /// `whpk_` and the standard base64 of the 32-byte Ed25519 public key.
+    #[schema(pattern = "^whpk_[A-Za-z0-9+/]{43}=$")]
     public_key: &'a str,
 }
 
-#[derive(Serialize)]
+/// One entry per key that signs (two during a rotation).
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = WebhookKeys)]
 struct KeysJson<'a> {
     keys: Vec<KeyJson<'a>>,
 }
@@ -52,6 +59,18 @@ pub fn routes(public_keys: Vec<String>, token: OperatorToken) -> Router {
         })
 }
 
+#[utoipa::path(
+    get,
+    path = PATH,
+    operation_id = "listWebhookKeys",
+    tag = "outbox",
+    summary = "The public keys that sign this server's webhooks (Standard Webhooks v1a), in the whpk_ form receivers load",
+    security(("operatorToken" = [])),
+    responses(
+        (status = 200, description = "one entry per signing key (two during a rotation)", body = KeysJson),
+        (status = 401, description = "no or a wrong operator token", body = ErrorBody),
+    )
+)]
 async fn list(
     State(state): State<WebhookKeys>,
     Extension(correlation): Extension<CorrelationId>,

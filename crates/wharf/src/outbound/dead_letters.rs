@@ -92,6 +92,7 @@ impl Serialize for Cursor {
 
 /// One FAILED action, as an operator may see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[non_exhaustive]
 pub struct DeadLetter {
     /// The action id.
@@ -104,6 +105,7 @@ pub struct DeadLetter {
     pub idempotency_key: String,
     /// `ATTEMPTS_EXHAUSTED` or `PROVIDER_REFUSED`.
     #[serde(serialize_with = "stop_reason_text")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub stop_reason: StopReason,
     /// The last stable error code, when there is one.
     pub error_code: Option<String>,

@@ -44,6 +44,7 @@ pub struct RedriveFilter {
 
 /// One dead letter a redrive took (or, in a dry run, would take).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Redriven {
     /// The dead letter.
     pub original_id: i64,

@@ -135,6 +135,7 @@ pub async fn cancel(conn: &mut PgConnection, op: &Operator, id: i64) -> Result<C
 
 /// What an operator found out about an in-doubt action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Finding {
     /// The provider holds the effect.
@@ -187,6 +188,7 @@ pub struct Resolve {
 
 /// One recorded resolution.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[non_exhaustive]
 pub struct Resolution {
     pub resolution_id: i64,
@@ -356,6 +358,7 @@ pub async fn resend_of<'c>(
 
 /// One operator action as the audit recorded it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[non_exhaustive]
 pub struct AuditEntry {
     pub audit_id: i64,
@@ -366,6 +369,7 @@ pub struct AuditEntry {
     pub action_id: Option<i64>,
     pub actor: String,
     /// States, ids and codes; never a payload or a note.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub detail: Value,
     pub correlation_id: String,
     pub recorded_at: DateTime<Utc>,

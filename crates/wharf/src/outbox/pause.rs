@@ -38,6 +38,7 @@ pub const PAUSE_REFRESH_MS: u64 = 1_000;
 
 /// One pause in force.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[non_exhaustive]
 pub struct Pause {
     /// The paused kind.
