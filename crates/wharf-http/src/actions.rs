@@ -353,16 +353,8 @@ pub(crate) async fn commit(
         .map_err(|e| ApiError::commit(&e, correlation))
 }
 
-/// An error inside a transaction whose COMMIT was not sent: a database failure there committed
-/// nothing; every other error maps as [`outbox_error`] says.
-pub(crate) fn before_commit(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
-    match error {
-        outbox::Error::Database(e) => {
-            ApiError::commit(&wharf::commit::CommitError::before_commit(e), correlation)
-        }
-        other => outbox_error(other, correlation),
-    }
-}
+/// An error inside a transaction whose COMMIT was not sent (also the console's name for it).
+pub(crate) use crate::error::outbox_not_committed as before_commit;
 
 /// After admit/refuse: the action as it is now (404 when unknown), or 409 when it was not a
 /// proposal (admitting twice is not an error worth retrying, but the caller should know).
@@ -404,38 +396,4 @@ pub(crate) async fn find<'c>(
                 correlation,
             )
         })
-}
-
-/// The outbox's errors as answers: the caller's mistakes are 4xx with the rule named;
-/// everything else is opaque. A database error here is `outcome-unknown`, since this function
-/// cannot tell whether it came before a commit; callers that know map it themselves.
-pub fn outbox_error(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
-    match error {
-        outbox::Error::UnknownKind(kind) => ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "unknown-kind",
-            format!("no adapter is registered for kind {kind:?}"),
-            correlation,
-        ),
-        outbox::Error::Invalid { field, rule } => ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-request",
-            format!("{field}: {rule}"),
-            correlation,
-        ),
-        outbox::Error::PayloadRefused { kind, reason } => ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "payload-refused",
-            format!("the {kind} adapter refused the payload: {reason}"),
-            correlation,
-        ),
-        outbox::Error::IdempotencyConflict { existing_id, .. } => ApiError::new(
-            StatusCode::CONFLICT,
-            "idempotency-conflict",
-            format!("the idempotency key belongs to action {existing_id} with different content"),
-            correlation,
-        ),
-        outbox::Error::Database(e) => ApiError::outcome_unknown(&e, correlation),
-        other => ApiError::internal(&other, correlation),
-    }
 }

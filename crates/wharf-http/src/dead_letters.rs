@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use wharf::outbound::{self, Cursor, DeadLetter};
 
 use crate::auth::{OperatorToken, bearer};
-use crate::error::{ApiError, CorrelationId, ErrorBody};
+use crate::error::{ApiError, CorrelationId, ErrorBody, outbound_not_committed};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::openapi::Identity;
 
@@ -89,10 +89,10 @@ async fn list(
         .filter(|a| !a.is_empty())
         .map(str::parse::<Cursor>)
         .transpose()
-        .map_err(|e| outbound_error(e, &correlation))?;
+        .map_err(|e| outbound_not_committed(e, &correlation))?;
     let page = outbound::dead_letters(&state.pool, &tenant, &project, after.as_ref(), query.limit)
         .await
-        .map_err(|e| outbound_error(e, &correlation))?;
+        .map_err(|e| outbound_not_committed(e, &correlation))?;
     Ok(Json(PageJson {
         items: page.items,
         next_cursor: page.next.map(|c| c.to_string()),
@@ -122,7 +122,7 @@ pub(crate) async fn authorize(
     let token = bearer(headers).ok_or_else(unauthorized)?;
     match outbound::reader_of(pool, token, tenant)
         .await
-        .map_err(|e| outbound_error(e, correlation))?
+        .map_err(|e| outbound_not_committed(e, correlation))?
     {
         outbound::Reader::OfTenant => {}
         outbound::Reader::Unknown => return Err(unauthorized()),
@@ -137,17 +137,4 @@ pub(crate) async fn authorize(
         }
     }
     Ok(())
-}
-
-/// A read's outbound error as an answer (also [`crate::signing_keys`]'s): a database error
-/// there committed nothing.
-pub(crate) fn outbound_error(error: outbound::Error, correlation: &CorrelationId) -> ApiError {
-    match error {
-        outbound::Error::Invalid { .. } | outbound::Error::InvalidCursor => {
-            ApiError::invalid(error.to_string(), correlation)
-        }
-        // Listing dead letters only reads: nothing was committed.
-        outbound::Error::Database(e) => ApiError::not_committed(&e, correlation),
-        other => ApiError::internal(&other, correlation),
-    }
 }

@@ -5,6 +5,12 @@
 //! a wrong method (405) alike. Internal failures answer an opaque 500 and log the detail under
 //! the same correlation id, so an operator can find it and a client learns nothing it should not.
 //!
+//! Every library error an HTTP answer can come from is mapped here, once: the outbox's
+//! ([`outbox_error`], [`outbox_not_committed`]), the outbound side's ([`outbound_not_committed`])
+//! and the inbox's answers that decided nothing ([`ApiError::from_inbox`]), with the status of
+//! every inbox answer ([`inbox_status`]). Handlers call these; none holds a status table of its
+//! own.
+//!
 //! A database failure answers 503 and says only what is known of the write
 //! ([`wharf::commit`]): `unavailable` — nothing was committed, a retry is safe — when it provably
 //! was not (the failure came before COMMIT was sent, or the server refused the statement), else
@@ -20,6 +26,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use wharf::commit::{CommitError, Committed};
+use wharf::inbox::{Response as InboxAnswer, Status as InboxStatus};
+use wharf::{outbound, outbox};
 
 /// The header that carries a request's correlation id, in and out.
 pub const CORRELATION_HEADER: &str = "x-correlation-id";
@@ -241,6 +249,122 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(name, value);
         }
         response
+    }
+}
+
+/// The HTTP status of an inbox answer. The table (SPEC §3.5 and §4) is the library's
+/// ([`InboxStatus::http_status`]): the JetStream transport reports the same number in its
+/// `Wharf-Status` header, so it cannot live in this crate alone. This is the one place the HTTP
+/// layer reads it.
+pub(crate) fn inbox_status(status: InboxStatus) -> StatusCode {
+    StatusCode::from_u16(status.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+impl ApiError {
+    /// An inbox answer that decided nothing (401, 413, 429, 503), in the one error shape, with
+    /// its `Retry-After` and `WWW-Authenticate` headers.
+    pub(crate) fn from_inbox(answer: &InboxAnswer) -> ApiError {
+        let correlation = CorrelationId(answer.correlation_id.clone());
+        if answer.status == InboxStatus::Unavailable {
+            // The inbox logged the detail under this correlation id. It does not say (yet)
+            // whether the failure came before its COMMIT was sent, so the answer may not claim
+            // that nothing was committed.
+            return ApiError::unavailable(Committed::Unknown, &answer.reason, &correlation);
+        }
+        let mut error = ApiError::new(
+            inbox_status(answer.status),
+            answer.status.as_str(),
+            answer.reason,
+            &correlation,
+        );
+        if let Some(seconds) = answer.retry_after_s {
+            error = error.with_header(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if answer.status == InboxStatus::Unauthenticated {
+            error = bearer_challenge(error);
+        }
+        error
+    }
+}
+
+/// The outbox's errors as answers: the caller's mistakes are 4xx with the rule named;
+/// everything else is opaque. A database error here is `outcome-unknown`, since this function
+/// cannot tell whether it came before a commit; callers that know use
+/// [`outbox_not_committed`].
+pub fn outbox_error(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
+    match error {
+        outbox::Error::UnknownKind(kind) => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "unknown-kind",
+            format!("no adapter is registered for kind {kind:?}"),
+            correlation,
+        ),
+        outbox::Error::Invalid { field, rule } => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-request",
+            format!("{field}: {rule}"),
+            correlation,
+        ),
+        outbox::Error::PayloadRefused { kind, reason } => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "payload-refused",
+            format!("the {kind} adapter refused the payload: {reason}"),
+            correlation,
+        ),
+        outbox::Error::IdempotencyConflict { existing_id, .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "idempotency-conflict",
+            format!("the idempotency key belongs to action {existing_id} with different content"),
+            correlation,
+        ),
+        outbox::Error::NotFound(id) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            format!("no action {id}"),
+            correlation,
+        ),
+        e @ outbox::Error::NotCancellable { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "not-cancellable",
+            e.to_string(),
+            correlation,
+        ),
+        e @ outbox::Error::NotInDoubt { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "not-in-doubt",
+            e.to_string(),
+            correlation,
+        ),
+        outbox::Error::Database(e) => ApiError::outcome_unknown(&e, correlation),
+        other => ApiError::internal(&other, correlation),
+    }
+}
+
+/// An outbox error from a read, or from inside a write's transaction before its COMMIT was
+/// sent: a database failure there committed nothing (`unavailable`); every other error maps as
+/// [`outbox_error`] says.
+pub(crate) fn outbox_not_committed(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
+    match error {
+        outbox::Error::Database(e) => ApiError::commit(&CommitError::before_commit(e), correlation),
+        other => outbox_error(other, correlation),
+    }
+}
+
+/// An outbound error (dead letters, signing keys, redrive) from a read, or from inside a
+/// write's transaction before its COMMIT was sent: a database failure there committed nothing.
+pub(crate) fn outbound_not_committed(
+    error: outbound::Error,
+    correlation: &CorrelationId,
+) -> ApiError {
+    match error {
+        e @ (outbound::Error::Invalid { .. } | outbound::Error::InvalidCursor) => {
+            ApiError::invalid(e.to_string(), correlation)
+        }
+        outbound::Error::Outbox(e) => outbox_not_committed(e, correlation),
+        outbound::Error::Database(e) => {
+            ApiError::commit(&CommitError::before_commit(e), correlation)
+        }
+        other => ApiError::internal(&other, correlation),
     }
 }
 

@@ -5,9 +5,10 @@
 //!   many envelopes of one stream.
 //!
 //! Owns: the body limit ([`BodyLimit`]: refused from `Content-Length` before a byte is read, and
-//! reading stops at the limit otherwise), the peer address, the JSON shapes, and the status codes. Every rule — limits,
-//! authentication, routes, keys, outcomes — is [`wharf::inbox::Inbox`]'s; a handler passes the
-//! raw body through untouched, because the signature covers the bytes as sent.
+//! reading stops at the limit otherwise), the peer address and the JSON shapes; the status codes
+//! are [`crate::error`]'s. Every rule — limits, authentication, routes, keys, outcomes — is
+//! [`wharf::inbox::Inbox`]'s; a handler passes the raw body through untouched, because the
+//! signature covers the bytes as sent.
 //!
 //! Answers:
 //! - decided: `{"outcome", "reason", "correlation_id", "acknowledged_sequence", "original"?}`
@@ -15,8 +16,8 @@
 //! - batch decided: 200 `{"correlation_id", "acknowledged_sequence", "results": [{"index",
 //!   "outcome", "reason", "event_id"?, "producer_sequence"?, "original"?}]}`;
 //! - not decided: `{"code", "reason", "correlation_id"}` through [`ApiError`], with 401
-//!   (`WWW-Authenticate: Bearer`), 413, 429 (`Retry-After`) or 503. The inbox's database
-//!   failures answer `outcome-unknown` (retry the same envelope: a committed one answers
+//!   (`WWW-Authenticate: Bearer`), 413, 429 (`Retry-After`) or 503 ([`ApiError::from_inbox`]).
+//!   The inbox's database failures answer `outcome-unknown` (retry the same envelope: a committed one answers
 //!   `ignore-duplicate`), since the inbox does not yet say whether its commit was sent; the
 //!   inbox can answer `unavailable` through [`ApiError::unavailable`] once it knows. Both endpoints answer a limited request the same way:
 //!   429 `identity-limited` with `Retry-After`. A batch costs the identity limiter one token per
@@ -33,15 +34,14 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::extract::connect_info::ConnectInfo;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
 use serde::Serialize;
-use wharf::commit::Committed;
 use wharf::inbox::{BatchResponse, Inbox, Original, Response as Answer, Route, Status};
 
-use crate::error::{ApiError, CorrelationId, ErrorBody};
+use crate::error::{ApiError, CorrelationId, ErrorBody, inbox_status};
 use crate::extract::{ApiBody, ApiPath, BodyLimit};
 use crate::openapi::{BatchRequestSchema, EnvelopeSchema, Identity, OutcomeSchema};
 
@@ -117,16 +117,11 @@ struct BatchJson<'a> {
     results: Vec<ItemJson<'a>>,
 }
 
-fn status_code(code: u16) -> StatusCode {
-    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-}
-
 /// The HTTP answer for an inbox answer that is not a batch's per-item list.
 fn answer(a: &Answer) -> Response {
-    let status = status_code(a.status.http_status());
     match (a.status, a.acknowledged_sequence) {
         (Status::Outcome(outcome), Some(acknowledged_sequence)) => (
-            status,
+            inbox_status(a.status),
             Json(DecidedJson {
                 outcome: outcome.as_str(),
                 reason: a.reason,
@@ -136,32 +131,8 @@ fn answer(a: &Answer) -> Response {
             }),
         )
             .into_response(),
-        _ => not_decided(a).into_response(),
+        _ => ApiError::from_inbox(a).into_response(),
     }
-}
-
-/// An answer that decided nothing, in the one error shape.
-fn not_decided(a: &Answer) -> ApiError {
-    let correlation = CorrelationId(a.correlation_id.clone());
-    if a.status == Status::Unavailable {
-        // The inbox logged the detail under this correlation id. It does not say (yet) whether
-        // the failure came before its COMMIT was sent, so the answer may not claim that nothing
-        // was committed.
-        return ApiError::unavailable(Committed::Unknown, &a.reason, &correlation);
-    }
-    let mut error = ApiError::new(
-        status_code(a.status.http_status()),
-        a.status.as_str(),
-        a.reason,
-        &correlation,
-    );
-    if let Some(seconds) = a.retry_after_s {
-        error = error.with_header(header::RETRY_AFTER, HeaderValue::from(seconds));
-    }
-    if a.status == Status::Unauthenticated {
-        error = crate::error::bearer_challenge(error);
-    }
-    error
 }
 
 fn peer(connect: Option<Extension<ConnectInfo<SocketAddr>>>) -> IpAddr {
@@ -273,7 +244,7 @@ async fn batch(
         })
         .collect();
     (
-        StatusCode::OK,
+        inbox_status(b.head.status),
         Json(BatchJson {
             correlation_id: &b.head.correlation_id,
             acknowledged_sequence: b.head.acknowledged_sequence.unwrap_or_default(),

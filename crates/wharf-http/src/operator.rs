@@ -26,9 +26,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use wharf::outbox::{self, ActionState, AuditEntry, Finding, Operator, Registry, Resolution};
 
-use crate::actions::{ActionJson, outbox_error};
+use crate::actions::ActionJson;
 use crate::auth::OperatorToken;
-use crate::error::{ApiError, CorrelationId, ErrorBody};
+use crate::error::{ApiError, CorrelationId, ErrorBody, outbox_error};
 use crate::extract::{ApiBody, ApiPath, ApiQuery};
 use crate::openapi::{ActionStateSchema, Identity};
 
@@ -148,7 +148,7 @@ async fn list(
     };
     let page = outbox::list(&ops.pool, &filter)
         .await
-        .map_err(|e| read_error(e, &correlation))?;
+        .map_err(|e| before_commit(e, &correlation))?;
     let next_after = (page.len() as u32 == limit)
         .then(|| page.last().map(|v| v.id))
         .flatten();
@@ -348,7 +348,7 @@ async fn resolutions(
     ops.token.require(&headers, &correlation)?;
     let items = outbox::resolutions(&ops.pool, id)
         .await
-        .map_err(|e| read_error(e, &correlation))?;
+        .map_err(|e| before_commit(e, &correlation))?;
     Ok(Json(Items { items }))
 }
 
@@ -396,7 +396,7 @@ async fn audit(
     };
     let items = outbox::audit(&ops.pool, &filter)
         .await
-        .map_err(|e| read_error(e, &correlation))?;
+        .map_err(|e| before_commit(e, &correlation))?;
     let next_after = (items.len() as u32 == limit)
         .then(|| items.last().map(|e| e.audit_id))
         .flatten();
@@ -576,7 +576,7 @@ async fn pauses(
     ops.token.require(&headers, &correlation)?;
     let items = outbox::pauses(&ops.pool)
         .await
-        .map_err(|e| read_error(e, &correlation))?;
+        .map_err(|e| before_commit(e, &correlation))?;
     Ok(Json(Items { items }))
 }
 
@@ -667,21 +667,9 @@ async fn redrive(
     }))
 }
 
-/// A redrive's failure inside its transaction, before COMMIT was sent: nothing was committed.
-pub(crate) fn redrive_error(
-    error: wharf::outbound::Error,
-    correlation: &CorrelationId,
-) -> ApiError {
-    use wharf::outbound::Error;
-    match error {
-        e @ Error::Invalid { .. } => ApiError::invalid(e.to_string(), correlation),
-        Error::Outbox(e) => before_commit(e, correlation),
-        Error::Database(e) => {
-            ApiError::commit(&wharf::commit::CommitError::before_commit(e), correlation)
-        }
-        other => ApiError::internal(&other, correlation),
-    }
-}
+/// A redrive's failure inside its transaction, before COMMIT was sent: nothing was committed
+/// (also the console's name for it).
+pub(crate) use crate::error::outbound_not_committed as redrive_error;
 
 fn operator(actor: Option<String>, correlation: &CorrelationId) -> Operator {
     Operator::new(
@@ -690,48 +678,9 @@ fn operator(actor: Option<String>, correlation: &CorrelationId) -> Operator {
     )
 }
 
-/// The operator errors as answers; the rest as [`outbox_error`] maps them.
-fn operator_error(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
-    match error {
-        outbox::Error::NotFound(id) => ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not-found",
-            format!("no action {id}"),
-            correlation,
-        ),
-        e @ outbox::Error::NotCancellable { .. } => ApiError::new(
-            StatusCode::CONFLICT,
-            "not-cancellable",
-            e.to_string(),
-            correlation,
-        ),
-        e @ outbox::Error::NotInDoubt { .. } => ApiError::new(
-            StatusCode::CONFLICT,
-            "not-in-doubt",
-            e.to_string(),
-            correlation,
-        ),
-        other => outbox_error(other, correlation),
-    }
-}
-
-/// A read's failure: a database error there committed nothing.
-fn read_error(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
-    match error {
-        outbox::Error::Database(e) => ApiError::not_committed(&e, correlation),
-        other => operator_error(other, correlation),
-    }
-}
-
-/// An error inside a write's transaction before COMMIT was sent: nothing was committed.
-pub(crate) fn before_commit(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
-    match error {
-        outbox::Error::Database(e) => {
-            ApiError::commit(&wharf::commit::CommitError::before_commit(e), correlation)
-        }
-        other => operator_error(other, correlation),
-    }
-}
+/// An error inside a write's transaction before COMMIT was sent, or a read's: nothing was
+/// committed (also the console's name for it).
+pub(crate) use crate::error::outbox_not_committed as before_commit;
 
 async fn begin(
     ops: &Ops,

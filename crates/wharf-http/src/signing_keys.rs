@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use wharf::outbound;
 
 use crate::auth::OperatorToken;
-use crate::dead_letters::{authorize, outbound_error};
-use crate::error::{ApiError, CorrelationId, ErrorBody};
+use crate::dead_letters::authorize;
+use crate::error::{ApiError, CorrelationId, ErrorBody, outbound_not_committed};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::openapi::Identity;
 
@@ -87,7 +87,7 @@ async fn list(
     let ApiQuery(query) = query?;
     let keys = outbound::list_signing_keys(&state.pool, &tenant, query.project.as_deref())
         .await
-        .map_err(|e| outbound_error(e, &correlation))?;
+        .map_err(|e| outbound_not_committed(e, &correlation))?;
     let items = keys
         .into_iter()
         .map(|k| KeyJson {
