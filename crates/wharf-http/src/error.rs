@@ -6,9 +6,9 @@
 //! the same correlation id, so an operator can find it and a client learns nothing it should not.
 //!
 //! Every library error an HTTP answer can come from is mapped here, once: the outbox's
-//! ([`outbox_error`], [`outbox_not_committed`]), the outbound side's ([`outbound_not_committed`])
-//! and the inbox's answers that decided nothing ([`ApiError::from_inbox`]), with the status of
-//! every inbox answer ([`inbox_status`]). Handlers call these; none holds a status table of its
+//! ([`outbox_error`], `outbox_not_committed`), the outbound side's (`outbound_not_committed`)
+//! and the inbox's answers that decided nothing (`ApiError::from_inbox`), with the status of
+//! every inbox answer (`inbox_status`). Handlers call these; none holds a status table of its
 //! own.
 //!
 //! A database failure answers 503 and says only what is known of the write
@@ -290,7 +290,7 @@ impl ApiError {
 /// The outbox's errors as answers: the caller's mistakes are 4xx with the rule named;
 /// everything else is opaque. A database error here is `outcome-unknown`, since this function
 /// cannot tell whether it came before a commit; callers that know use
-/// [`outbox_not_committed`].
+/// `outbox_not_committed`.
 pub fn outbox_error(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
     match error {
         outbox::Error::UnknownKind(kind) => ApiError::new(

@@ -16,7 +16,7 @@
 //! - batch decided: 200 `{"correlation_id", "acknowledged_sequence", "results": [{"index",
 //!   "outcome", "reason", "event_id"?, "producer_sequence"?, "original"?}]}`;
 //! - not decided: `{"code", "reason", "correlation_id"}` through [`ApiError`], with 401
-//!   (`WWW-Authenticate: Bearer`), 413, 429 (`Retry-After`) or 503 ([`ApiError::from_inbox`]).
+//!   (`WWW-Authenticate: Bearer`), 413, 429 (`Retry-After`) or 503 (`ApiError::from_inbox`).
 //!   The inbox's database failures answer `outcome-unknown` (retry the same envelope: a committed one answers
 //!   `ignore-duplicate`), since the inbox does not yet say whether its commit was sent; the
 //!   inbox can answer `unavailable` through [`ApiError::unavailable`] once it knows. Both endpoints answer a limited request the same way:

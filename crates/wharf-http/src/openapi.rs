@@ -2,7 +2,7 @@
 //! code with utoipa.
 //!
 //! Owns: the document's top-level facts (info, tags, the two security schemes), the list of
-//! operations it holds ([`Api`]), and the few schemas no Rust type of the API describes by
+//! operations it holds (`Api`), and the few schemas no Rust type of the API describes by
 //! itself: the closed sets the core names (outcomes, states, stop reasons, built from the core's
 //! own `ALL` lists), the tenant/project identity, and the envelope, whose bytes a handler passes
 //! through untouched (the signature covers them as sent), so no type of this crate parses one.
@@ -75,7 +75,7 @@ pub const OPERATOR_TOKEN: &str = "operatorToken";
         (name = "operations", description = "health, readiness, metrics, this document"),
     )
 )]
-pub struct Api;
+pub(crate) struct Api;
 
 /// Adds the security schemes, which the derive cannot name with their descriptions. No
 /// `servers` either way: the document is served by the server it describes, so the relative
@@ -98,6 +98,37 @@ impl Modify for Security {
             bearer("a tenant credential issued by `wharf credential issue`"),
         );
         components.add_security_scheme(OPERATOR_TOKEN, bearer("the server's operator token"));
+        for item in openapi.paths.paths.values_mut() {
+            for operation in [
+                &mut item.post,
+                &mut item.put,
+                &mut item.patch,
+                &mut item.delete,
+            ] {
+                if let Some(body) = operation.as_mut().and_then(|o| o.request_body.as_mut()) {
+                    optional_is_absent(body);
+                }
+            }
+        }
+    }
+}
+
+/// An optional body (`Option<T>` in `request_body`) is described by utoipa as "T or `null`",
+/// but these handlers take an *absent* body, not the JSON `null` (which they refuse as not an
+/// object): keep the request body not required, and describe what a present one must be.
+fn optional_is_absent(body: &mut utoipa::openapi::request_body::RequestBody) {
+    if body.required == Some(utoipa::openapi::Required::True) {
+        return;
+    }
+    for content in body.content.values_mut() {
+        let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema else {
+            continue;
+        };
+        let is_null = |s: &RefOr<Schema>| matches!(s, RefOr::T(Schema::Object(o)) if o.schema_type == Type::Null.into());
+        let mut present = one_of.items.iter().filter(|s| !is_null(s));
+        if let (Some(schema), None) = (present.next(), present.next()) {
+            content.schema = Some(schema.clone());
+        }
     }
 }
 

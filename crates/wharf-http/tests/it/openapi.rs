@@ -326,6 +326,23 @@ async fn the_document_is_valid_openapi() {
             let declared: BTreeSet<&str> = declared.iter().map(String::as_str).collect();
             assert_eq!(declared, template, "{name}: path parameters");
 
+            if let Some(body) = operation.get("requestBody") {
+                let content = body["content"].as_object().unwrap();
+                assert!(
+                    !content.is_empty(),
+                    "{name}: a request body without content"
+                );
+                for (media, c) in content {
+                    // An optional body is an absent one: JSON `null` is refused like any
+                    // other body that is not an object.
+                    let schema = deref(&doc, &c["schema"]);
+                    let nullable = schema["oneOf"]
+                        .as_array()
+                        .is_some_and(|o| o.iter().any(|s| s["type"] == "null"));
+                    assert!(schema.is_object() && !nullable, "{name} {media}: {schema}");
+                }
+            }
+
             let responses = operation["responses"].as_object().unwrap();
             assert!(!responses.is_empty(), "{name}: no responses");
             let mut answers_error_shape = false;
