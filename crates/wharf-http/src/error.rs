@@ -6,7 +6,7 @@
 //! the same correlation id, so an operator can find it and a client learns nothing it should not.
 //!
 //! Every library error an HTTP answer can come from is mapped here, once: the outbox's
-//! ([`outbox_error`], `outbox_not_committed`), the outbound side's (`outbound_not_committed`)
+//! (`outbox_error`, `outbox_not_committed`), the outbound side's (`outbound_not_committed`)
 //! and the inbox's answers that decided nothing (`ApiError::from_inbox`), with the status of
 //! every inbox answer (`inbox_status`). Handlers call these; none holds a status table of its
 //! own.
@@ -291,7 +291,7 @@ impl ApiError {
 /// everything else is opaque. A database error here is `outcome-unknown`, since this function
 /// cannot tell whether it came before a commit; callers that know use
 /// `outbox_not_committed`.
-pub fn outbox_error(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
+pub(crate) fn outbox_error(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
     match error {
         outbox::Error::UnknownKind(kind) => ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -342,7 +342,7 @@ pub fn outbox_error(error: outbox::Error, correlation: &CorrelationId) -> ApiErr
 
 /// An outbox error from a read, or from inside a write's transaction before its COMMIT was
 /// sent: a database failure there committed nothing (`unavailable`); every other error maps as
-/// [`outbox_error`] says.
+/// `outbox_error` says.
 pub(crate) fn outbox_not_committed(error: outbox::Error, correlation: &CorrelationId) -> ApiError {
     match error {
         outbox::Error::Database(e) => ApiError::commit(&CommitError::before_commit(e), correlation),
