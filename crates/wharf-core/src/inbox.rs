@@ -19,6 +19,9 @@
 //! | event type not in the catalog | `EventType` | refuse-incompatible | `event-type` |
 //! | payload breaks its schema, or the envelope is malformed | `Payload` | refuse-tampered | `payload` |
 //!
+//! A batch (many envelopes on one locked stream) is decided envelope by envelope by
+//! [`StreamRun`], so it answers as the same envelopes sent one at a time would.
+//!
 //! The four `signature-*` reasons are the audit reasons SPEC §3.4 asks for; a deployment that
 //! does not want to tell a producer *why* its key failed answers [`Decision::response_reason`],
 //! which folds them into `signature`.
@@ -26,6 +29,10 @@
 use crate::envelope::EnvelopeError;
 use crate::schema::SchemaError;
 use crate::sign::SignatureError;
+
+mod run;
+
+pub use run::{Identity, Known, RunDecision, StreamRun};
 
 /// Every stable reason string. They are public API: audit rows, metrics and producers match on
 /// them, so a meaning never changes; add a new one instead.

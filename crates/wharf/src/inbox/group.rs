@@ -18,7 +18,7 @@
 //! missing ones), then one statement reads the retained identities, the runs beyond each
 //! cursor, and the current state of every credential and key involved; then each stream is
 //! decided in the order its requests arrived, exactly as one request alone would be decided
-//! (`wharf_core::inbox::decide` against the running cursor); then one statement writes
+//! (`wharf_core::inbox::StreamRun`, the pure per-stream batch decision); then one statement writes
 //! everything. A credential revoked since it was cached makes its request 401 with nothing
 //! written or audited; a key revoked or retired past its window since it was cached refuses the
 //! envelopes it would have admitted, with their audit.
@@ -35,10 +35,11 @@ use std::sync::{Arc, OnceLock};
 
 use sqlx::PgPool;
 use tokio::sync::{Semaphore, mpsc, oneshot};
-use wharf_core::inbox::{self as rules, Incoming, Outcome, Refusal, StreamState, advance_cursor};
+use wharf_core::inbox::{Identity, Known, Outcome, Refusal, StreamRun, StreamState};
 
-use super::ingest::{Decided, Done, Item, Known, Retained};
+use super::ingest::{Decided, Done, Item};
 use super::keys::{KeyUse, key_usable};
+use super::response::Original;
 use super::streams::{CURSOR_WALK_ROWS_MAX, walk_cursor};
 use super::{Counters, Route, VerifiedIdentity, bump};
 use crate::commit::{CommitError, Committed};
@@ -229,14 +230,12 @@ fn same_error(e: &CommitError) -> CommitError {
     }
 }
 
-/// One stream of a group: its lock, its running state, what it retains.
+/// One stream of a group: its lock, and its decisions so far (`wharf_core::inbox::StreamRun`,
+/// tagged with the correlation id of the request that accepted each identity).
 struct Slot {
     stream: StreamRow,
-    state: StreamState,
-    pending: BTreeSet<u64>,
+    run: StreamRun<String>,
     truncated: bool,
-    retained: Retained,
-    accepted: bool,
 }
 
 /// One transaction for `jobs`: lock, read, decide, write, commit. One answer per job.
@@ -328,20 +327,17 @@ async fn attempt(
         .iter()
         .map(|&stream| Slot {
             stream,
-            state: StreamState {
+            run: StreamRun::new(StreamState {
                 acknowledged_sequence: stream.acknowledged_sequence,
                 replay_floor: stream.replay_floor,
-            },
-            pending: BTreeSet::new(),
+            }),
             truncated: false,
-            retained: Retained::default(),
-            accepted: false,
         })
         .collect();
     let mut ahead_rows = vec![0i64; slots.len()];
     for (stream_id, sequence) in context.ahead {
         if let Some(&i) = slot_by_stream.get(&stream_id) {
-            slots[i].pending.insert(sequence);
+            slots[i].run.retained_ahead(sequence);
             ahead_rows[i] += 1;
         }
     }
@@ -363,14 +359,14 @@ async fn attempt(
         ) else {
             continue;
         };
-        slots[i].retained.remember(
+        slots[i].run.retained(
             row.event_id,
             row.idempotency_key,
             Known {
                 sequence: row.producer_sequence,
                 digest,
                 outcome,
-                correlation_id: row.correlation_id,
+                tag: row.correlation_id,
             },
         );
     }
@@ -439,9 +435,10 @@ async fn attempt(
         decided.push(Some(items));
     }
     for slot in &slots {
-        if slot.state.acknowledged_sequence != slot.stream.acknowledged_sequence {
+        let cursor = slot.run.state().acknowledged_sequence;
+        if cursor != slot.stream.acknowledged_sequence {
             write.cursor_stream.push(slot.stream.stream_id);
-            write.cursor.push(slot.state.acknowledged_sequence);
+            write.cursor.push(cursor);
         }
     }
 
@@ -453,10 +450,10 @@ async fn attempt(
     }
     let mut cursors: Vec<u64> = slots
         .iter()
-        .map(|s| s.state.acknowledged_sequence)
+        .map(|s| s.run.state().acknowledged_sequence)
         .collect();
     for (slot, cursor) in slots.iter().zip(cursors.iter_mut()) {
-        if slot.truncated && slot.accepted {
+        if slot.truncated && slot.run.stored_any() {
             let walked = walk_cursor(&mut tx, slot.stream.stream_id, *cursor)
                 .await
                 .map_err(before)?;
@@ -508,7 +505,8 @@ fn key_refusal(key: Option<&VerifyKeyRow>, verified_with: &[u8; 32]) -> Option<R
     }
 }
 
-/// Decides one verified envelope on its locked stream, adding what it stores to `write`.
+/// Decides one verified envelope on its locked stream (the rule is
+/// `wharf_core::inbox::StreamRun`), adding what it stores to `write`.
 fn decide(
     slot: &mut Slot,
     write: &mut GroupWrite,
@@ -516,14 +514,16 @@ fn decide(
     candidate: &super::ingest::Candidate,
 ) -> Done {
     let e = &candidate.envelope;
-    let incoming = Incoming {
-        producer_sequence: e.producer_sequence,
-        content_digest: candidate.digest,
-    };
-    let decision = rules::decide(&slot.state, &incoming, &slot.retained.found(e));
-    let original = (decision.outcome == Outcome::IgnoreDuplicate)
-        .then(|| slot.retained.original(e))
-        .flatten();
+    let decided = slot.run.decide(
+        Identity {
+            event_id: &e.event_id,
+            idempotency_key: &e.idempotency_key,
+            producer_sequence: e.producer_sequence,
+            content_digest: candidate.digest,
+        },
+        job.correlation_id.clone(),
+    );
+    let decision = decided.decision;
     if decision.store {
         let accepted = &mut write.accepted;
         write.stream_id.push(slot.stream.stream_id);
@@ -537,34 +537,14 @@ fn decide(
         accepted.correlation_id.push(job.correlation_id.clone());
         accepted.occurred_at.push(e.occurred_at.clone());
         accepted.payload.push(candidate.payload_text.clone());
-        slot.accepted = true;
-        slot.retained.remember(
-            e.event_id.clone(),
-            e.idempotency_key.clone(),
-            Known {
-                sequence: e.producer_sequence,
-                digest: candidate.digest,
-                outcome: decision.outcome,
-                correlation_id: job.correlation_id.clone(),
-            },
-        );
-        let state = &mut slot.state;
-        if e.producer_sequence > state.acknowledged_sequence {
-            slot.pending.insert(e.producer_sequence);
-            if Some(e.producer_sequence) == state.acknowledged_sequence.checked_add(1) {
-                let run: Vec<u64> = slot.pending.iter().copied().collect();
-                state.acknowledged_sequence = advance_cursor(state.acknowledged_sequence, &run);
-                // Keep only what is still ahead, so each walk costs what is pending.
-                slot.pending = slot
-                    .pending
-                    .split_off(&state.acknowledged_sequence.saturating_add(1));
-            }
-        }
     }
     Done {
         decision,
         event_id: Some(e.event_id.clone()),
         sequence: Some(e.producer_sequence),
-        original,
+        original: decided.original.map(|(outcome, correlation_id)| Original {
+            outcome,
+            correlation_id,
+        }),
     }
 }

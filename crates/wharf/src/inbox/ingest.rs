@@ -22,7 +22,7 @@ use ed25519_dalek::VerifyingKey;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use wharf_core::envelope::{Envelope, is_identity};
-use wharf_core::inbox::{self as rules, Decision, Found, Outcome, Refusal};
+use wharf_core::inbox::{self as rules, Decision, Refusal};
 use wharf_core::schema::Catalog;
 
 use super::decode::{self, Decoded, VerifiedRoute};
@@ -257,62 +257,6 @@ where
 pub(super) struct Decided {
     pub items: Vec<Item>,
     pub acknowledged_sequence: u64,
-}
-
-/// A retained identity known to this request: from the database or accepted earlier in it.
-pub(super) struct Known {
-    pub sequence: u64,
-    pub digest: [u8; 32],
-    pub outcome: Outcome,
-    pub correlation_id: String,
-}
-
-/// The retained identities one stream's decisions compare against, indexed three ways.
-#[derive(Default)]
-pub(super) struct Retained {
-    known: Vec<Known>,
-    by_event_id: HashMap<String, usize>,
-    by_key: HashMap<String, usize>,
-    by_sequence: HashMap<u64, usize>,
-}
-
-impl Retained {
-    pub(super) fn remember(&mut self, event_id: String, idempotency_key: String, k: Known) {
-        let index = self.known.len();
-        self.by_event_id.insert(event_id, index);
-        self.by_key.insert(idempotency_key, index);
-        self.by_sequence.insert(k.sequence, index);
-        self.known.push(k);
-    }
-
-    fn get(&self, index: Option<&usize>) -> Option<&Known> {
-        index.map(|&i| &self.known[i])
-    }
-
-    /// What the decision needs to know about `e`'s three identities.
-    pub(super) fn found(&self, e: &Envelope) -> Found {
-        let retained = |k: &Known| rules::Retained {
-            content_digest: k.digest,
-            producer_sequence: k.sequence,
-        };
-        Found {
-            by_event_id: self.get(self.by_event_id.get(&e.event_id)).map(retained),
-            by_idempotency_key: self.get(self.by_key.get(&e.idempotency_key)).map(retained),
-            by_sequence: self
-                .get(self.by_sequence.get(&e.producer_sequence))
-                .map(|k| k.digest),
-        }
-    }
-
-    /// The acceptance a duplicate of `e` repeats (same content ⇒ same event id).
-    pub(super) fn original(&self, e: &Envelope) -> Option<Original> {
-        self.get(self.by_event_id.get(&e.event_id))
-            .or_else(|| self.get(self.by_key.get(&e.idempotency_key)))
-            .map(|k| Original {
-                outcome: k.outcome,
-                correlation_id: k.correlation_id.clone(),
-            })
-    }
 }
 
 impl Inbox {
