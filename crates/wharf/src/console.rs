@@ -25,9 +25,9 @@ use crate::core::envelope::is_identity;
 use crate::store::console as store;
 
 pub use crate::store::console::{
-    ActionLine, ActionsWindow, AnswerCount, AuditRow, CredentialLine, DueHeads, EndedCount,
-    InDoubtRow, InDoubtWindow, InboxAuditLine, KeyLine, LanePosition, LaneRow, LiveCount,
-    StreamRow, TenantRow, WindowFilter,
+    ActionLine, ActionsWindow, AnswerCount, AttemptCount, AuditRow, CredentialLine, DueHeads,
+    EndedCount, InDoubtRow, InDoubtWindow, InboxAuditLine, KeyLine, LanePosition, LaneRow,
+    LiveCount, StreamRow, TenantRow, WindowFilter,
 };
 
 /// Longest session: a day. A stolen cookie is worth at most that, and an operator signs in at
@@ -309,6 +309,12 @@ pub struct Overview {
     pub ended: Vec<EndedCount>,
     /// Whether the ends read reached [`COUNT_ROWS_MAX`].
     pub ended_capped: bool,
+    /// Attempts of the last hour by the minute their provider call started: the latest attempt
+    /// of each action that ended in the last hour or is executing (no earlier attempt keeps a
+    /// time; see `attempts_by_minute.sql`). Lower bounds when `attempts_capped`.
+    pub attempts: Vec<AttemptCount>,
+    /// Whether either attempts read may have reached [`COUNT_ROWS_MAX`].
+    pub attempts_capped: bool,
     /// Due lane heads and the oldest due time, per kind.
     pub due: Vec<DueHeads>,
     /// Whether the due read reached [`COUNT_ROWS_MAX`].
@@ -331,6 +337,7 @@ pub async fn overview(
 ) -> Result<Overview, Error> {
     let live = store::live_counts(&mut *conn, COUNT_ROWS_MAX).await?;
     let ended = store::ended_by_minute(&mut *conn, COUNT_ROWS_MAX, now).await?;
+    let attempts = store::attempts_by_minute(&mut *conn, COUNT_ROWS_MAX, now).await?;
     let due = store::due_heads(&mut *conn, COUNT_ROWS_MAX, now).await?;
     let uncertain =
         store::in_doubt(&mut *conn, SCAN_ROWS_MAX, None, OVERVIEW_UNCERTAIN_MAX).await?;
@@ -341,10 +348,15 @@ pub async fn overview(
     Ok(Overview {
         live_capped: pending >= COUNT_ROWS_MAX || executing >= COUNT_ROWS_MAX,
         ended_capped: sum(&mut ended.iter().map(|c| c.n)) >= COUNT_ROWS_MAX,
+        // Its two reads are the ends window above and the executing actions, each stopping at
+        // the same bound: either reaching it may have left attempts out.
+        attempts_capped: sum(&mut ended.iter().map(|c| c.n)) >= COUNT_ROWS_MAX
+            || executing >= COUNT_ROWS_MAX,
         due_capped: sum(&mut due.iter().map(|c| c.due)) >= COUNT_ROWS_MAX,
         answers_capped: sum(&mut answers.iter().map(|c| c.n)) >= COUNT_ROWS_MAX,
         live,
         ended,
+        attempts,
         due,
         uncertain: uncertain.items,
         answers,

@@ -205,6 +205,28 @@ pub async fn ended_by_minute<'e>(
         .await
 }
 
+/// Attempts whose provider call started in one minute (see `attempts_by_minute.sql`).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct AttemptCount {
+    /// The minute.
+    pub minute: DateTime<Utc>,
+    /// How many.
+    pub n: i64,
+}
+
+/// `attempts_by_minute.sql`: each of its two reads takes at most `rows_max` rows.
+pub async fn attempts_by_minute<'e>(
+    ex: impl PgExecutor<'e>,
+    rows_max: i64,
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<AttemptCount>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/console/attempts_by_minute.sql"))
+        .bind(rows_max)
+        .bind(now)
+        .fetch_all(ex)
+        .await
+}
+
 /// Due lane heads of one kind (see `due_heads.sql`).
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct DueHeads {

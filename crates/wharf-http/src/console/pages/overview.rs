@@ -89,6 +89,17 @@ pub(in crate::console) async fn overview(
     body.push_str(&table(&["kind", "due lane heads", "oldest due for"], &due));
     body.push_str("</section></div>");
 
+    // Attempts keep no row of their own: the series counts each action's latest attempt at the
+    // minute its provider call started, which is all the rows remember (see
+    // `wharf::console::Overview::attempts`); the hint says so rather than pass it off as every
+    // attempt.
+    let attempts = per_minute(now, o.attempts.iter().map(|a| (a.minute, a.n)));
+    body.push_str(&format!(
+        "<h2>Attempts per minute, last hour</h2><p>{}</p><p class=\"hint\" id=\"attempts\">{} attempts: the latest of each action that ended in the last hour or is executing, at the minute its provider call started. Earlier attempts of a retried action keep no time and are not counted.</p>",
+        html::sparkline(&attempts, "attempts per minute"),
+        html::count(attempts.iter().sum(), o.attempts_capped),
+    ));
+
     body.push_str("<h2>Ends per minute, last hour</h2><table><tbody>");
     for s in ["DONE", "FAILED", "UNCERTAIN", "CANCELLED"] {
         let values = per_minute(

@@ -4,6 +4,7 @@
 
 mod browser;
 mod measure;
+mod overview;
 mod pages;
 
 use std::sync::Arc;
