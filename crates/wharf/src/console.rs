@@ -26,8 +26,8 @@ use crate::store::console as store;
 
 pub use crate::store::console::{
     ActionLine, ActionsWindow, AnswerCount, AttemptCount, AuditRow, CredentialLine, DueHeads,
-    EndedCount, InDoubtRow, InDoubtWindow, InboxAuditLine, KeyLine, LanePosition, LaneRow,
-    LiveCount, StreamRow, TenantRow, WindowFilter,
+    EndedCount, InDoubtRow, InDoubtWindow, InboxAuditLine, KeyLine, LaneFilter, LanePosition,
+    LaneRow, LiveCount, StreamRow, TenantRow, WindowFilter,
 };
 
 /// Longest session: a day. A stolen cookie is worth at most that, and an operator signs in at
@@ -406,15 +406,17 @@ pub async fn lane_position<'e>(
     Ok(store::lane_position(ex, lane_key, id, COUNT_ROWS_MAX).await?)
 }
 
-/// The busiest lanes (at most `limit`) among the first [`COUNT_ROWS_MAX`] unstarted actions, or
-/// only `lane`.
+/// A page of the busiest lanes (at most `limit`, busiest first) among the first
+/// [`COUNT_ROWS_MAX`] unstarted actions in lane order, filtered; the next page starts after
+/// the last row's (depth, lane key). Every page reads the same bounded sample, so its cost does
+/// not grow with the table.
 pub async fn lanes<'e>(
     ex: impl PgExecutor<'e>,
     limit: i64,
-    lane: Option<&str>,
+    filter: LaneFilter<'_>,
     now: Option<DateTime<Utc>>,
 ) -> Result<Vec<LaneRow>, Error> {
-    Ok(store::busiest_lanes(ex, COUNT_ROWS_MAX, page_rows(limit)?, lane, now).await?)
+    Ok(store::busiest_lanes(ex, COUNT_ROWS_MAX, page_rows(limit)?, filter, now).await?)
 }
 
 /// A page of UNCERTAIN actions, newest end first, before `before`.

@@ -453,19 +453,36 @@ pub struct LaneRow {
     pub now: DateTime<Utc>,
 }
 
+/// Which lanes a page of `busiest_lanes.sql` shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LaneFilter<'a> {
+    /// Only this lane.
+    pub lane: Option<&'a str>,
+    /// Only lanes with an unstarted action of this kind.
+    pub kind: Option<&'a str>,
+    /// Only lanes with an unstarted action of this tenant.
+    pub tenant_id: Option<&'a str>,
+    /// The page after this (depth, lane key): the last row of the previous page.
+    pub after: Option<(i64, &'a str)>,
+}
+
 /// `busiest_lanes.sql`.
 pub async fn busiest_lanes<'e>(
     ex: impl PgExecutor<'e>,
     sample_max: i64,
     lanes_max: i64,
-    lane: Option<&str>,
+    filter: LaneFilter<'_>,
     now: Option<DateTime<Utc>>,
 ) -> Result<Vec<LaneRow>, sqlx::Error> {
     sqlx::query_as(include_str!("../../sql/console/busiest_lanes.sql"))
         .bind(sample_max)
         .bind(lanes_max)
-        .bind(lane)
+        .bind(filter.lane)
         .bind(now)
+        .bind(filter.kind)
+        .bind(filter.tenant_id)
+        .bind(filter.after.map(|a| a.0))
+        .bind(filter.after.map(|a| a.1))
         .fetch_all(ex)
         .await
 }

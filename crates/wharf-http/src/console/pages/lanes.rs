@@ -8,13 +8,14 @@ use axum::http::header::HeaderMap;
 use axum::response::Html;
 use wharf::console as read;
 
-use super::{PAGE_ROWS, action_link, render};
+use super::{PAGE_ROWS, action_link, bad, render};
 use crate::console::act::Params;
 use crate::console::html::{self, esc, link, opt_time, query, state, table};
 use crate::console::{Console, Failure};
 use crate::error::CorrelationId;
 
-/// `GET /lanes?lane=` — the busiest lanes, their heads and holders.
+/// `GET /lanes?lane=&kind=&tenant=&after=<depth>,<lane>` — a page of the busiest lanes, their
+/// heads and holders.
 pub(in crate::console) async fn lanes(
     State(c): State<Console>,
     correlation: CorrelationId,
@@ -23,15 +24,28 @@ pub(in crate::console) async fn lanes(
 ) -> Result<Html<String>, Failure> {
     let signed = c.signed_in(&headers, &correlation).await?;
     let p = Params::from_query(raw);
-    if p.get("lane").is_some_and(|v| v.contains('\0')) {
-        return Err(Failure::bad_request(
-            &c,
-            "lane must not contain U+0000",
-            &correlation,
-        ));
+    for name in ["lane", "kind", "tenant", "after"] {
+        if p.get(name).is_some_and(|v| v.contains('\0')) {
+            return Err(Failure::bad_request(
+                &c,
+                format!("{name} must not contain U+0000"),
+                &correlation,
+            ));
+        }
     }
+    let after = p
+        .get("after")
+        .map(parse_lane_cursor)
+        .transpose()
+        .map_err(bad(&c, &correlation))?;
+    let filter = read::LaneFilter {
+        lane: p.get("lane"),
+        kind: p.get("kind"),
+        tenant_id: p.get("tenant"),
+        after,
+    };
     let mut tx = c.read(&correlation).await?;
-    let lanes = read::lanes(&mut *tx, PAGE_ROWS, p.get("lane"), None)
+    let lanes = read::lanes(&mut *tx, PAGE_ROWS, filter, None)
         .await
         .map_err(|e| c.read_failed(e, &correlation))?;
     drop(tx);
@@ -77,15 +91,62 @@ pub(in crate::console) async fn lanes(
             ]
         })
         .collect();
-    let body = format!(
-        "<form class=\"filters\" method=\"get\" action=\"{}/lanes\"><label>lane<input name=\"lane\" value=\"{}\"></label><button type=\"submit\">Show</button></form>{}<p class=\"hint\">Busiest lanes by unstarted actions, among the first {} unstarted actions read.</p>",
+    let input = |name: &str| {
+        format!(
+            "<label>{name}<input name=\"{name}\" value=\"{}\"></label>",
+            esc(p.text(name))
+        )
+    };
+    let mut body = format!(
+        "<form class=\"filters\" method=\"get\" action=\"{}/lanes\">{}{}{}<button type=\"submit\">Show</button></form>{}<p class=\"hint\">Busiest lanes by unstarted actions, among the first {} unstarted actions read in lane order (every page reads the same ones); kind and tenant keep the lanes with an unstarted action of theirs.</p>",
         esc(&c.base),
-        esc(p.text("lane")),
+        input("lane"),
+        input("kind"),
+        input("tenant"),
         table(
             &["lane", "unstarted", "head", "blocked on", "holder"],
             &rows
         ),
         read::COUNT_ROWS_MAX
     );
+    // A full page may have more after it; the cursor is its last row's place in the order.
+    if lanes.len() as i64 == PAGE_ROWS
+        && let Some(last) = lanes.last()
+    {
+        let more = query(&[
+            ("lane", p.text("lane")),
+            ("kind", p.text("kind")),
+            ("tenant", p.text("tenant")),
+            ("after", &format!("{},{}", last.depth, last.lane_key)),
+        ]);
+        body.push_str(&format!(
+            "<p class=\"pager\">{}</p>",
+            link(&format!("{}/lanes{more}", c.base), "Next →")
+        ));
+    }
     Ok(render(&c, &signed, "Lanes", true, &body))
+}
+
+/// `<depth>,<lane key>`: the depth has no comma, the lane key may.
+fn parse_lane_cursor(text: &str) -> Result<(i64, &str), String> {
+    let bad = || format!("a lanes page cursor is <depth>,<lane key>, not {text:?}");
+    let (depth, lane) = text.split_once(',').ok_or_else(bad)?;
+    let depth = depth.parse().map_err(|_| bad())?;
+    if lane.is_empty() {
+        return Err(bad());
+    }
+    Ok((depth, lane))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_lane_cursor;
+
+    #[test]
+    fn a_lane_cursor_keeps_commas_in_the_lane_key() {
+        assert_eq!(parse_lane_cursor("3,email:a,b"), Ok((3, "email:a,b")));
+        assert!(parse_lane_cursor("x,lane").is_err());
+        assert!(parse_lane_cursor("3,").is_err());
+        assert!(parse_lane_cursor("3").is_err());
+    }
 }

@@ -3,6 +3,7 @@
 //! drives the same console in a real headless Chromium.
 
 mod browser;
+mod lanes;
 mod measure;
 mod overview;
 mod pages;
