@@ -239,6 +239,8 @@ pub struct Entry<'a> {
     pub detail: &'a str,
     /// The request's correlation id.
     pub correlation_id: &'a str,
+    /// The action it was done to, if one (so `wharf audit --action` finds it too).
+    pub action_id: Option<i64>,
 }
 
 /// Cuts text to at most `max` bytes on a character boundary.
@@ -266,6 +268,7 @@ pub async fn record<'e>(ex: impl PgExecutor<'e>, entry: Entry<'_>) -> Result<(),
             target: bounded(entry.target, AUDIT_TEXT_BYTES_MAX),
             detail: bounded(entry.detail, AUDIT_TEXT_BYTES_MAX),
             correlation_id: bounded(entry.correlation_id, 128),
+            action_id: entry.action_id,
         },
     )
     .await?;

@@ -102,6 +102,8 @@ pub struct AuditInsert<'a> {
     pub detail: &'a str,
     /// The request's correlation id.
     pub correlation_id: &'a str,
+    /// The action it was done to, if one.
+    pub action_id: Option<i64>,
 }
 
 /// `audit_insert.sql`.
@@ -116,26 +118,30 @@ pub async fn audit_insert<'e>(
         .bind(row.target)
         .bind(row.detail)
         .bind(row.correlation_id)
+        .bind(row.action_id)
         .execute(ex)
         .await
         .map(|_| ())
 }
 
-/// An operator-audit row.
+/// A row of the one operator audit trail, as the console shows it.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct AuditRow {
     /// Its id (the page cursor).
     pub audit_id: i64,
     /// Who.
     pub operator: String,
-    /// With which role.
-    pub role: String,
-    /// What.
+    /// With which console role; `None` for a row the library wrote for the admin API or the
+    /// CLI (the operator token and database access hold every right).
+    pub role: Option<String>,
+    /// What: the console's action name, or the library's operation (`cancel`, `pause`, …).
     pub action: String,
-    /// On what.
+    /// On what (`action 42` for a library row about an action; empty when it names none).
     pub target: String,
-    /// Result or reason.
+    /// Result or reason; a library row's detail as its JSON.
     pub detail: String,
+    /// The action it was about, if one.
+    pub action_id: Option<i64>,
     /// The request's correlation id.
     pub correlation_id: String,
     /// When.

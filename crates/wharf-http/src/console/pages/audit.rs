@@ -1,4 +1,5 @@
-//! The operator audit page: every operator action, newest first, keyset-paginated.
+//! The operator audit page: the one trail of every operator action, the console's and those
+//! of the admin API and the CLI, newest first, keyset-paginated.
 //!
 //! Must not know: SQL.
 
@@ -34,7 +35,10 @@ pub(in crate::console) async fn audit(
             vec![
                 time(&a.recorded_at),
                 esc(&a.operator),
-                esc(&a.role),
+                // The library's rows (admin API, CLI) have no console role.
+                a.role
+                    .as_deref()
+                    .map_or_else(|| "API or CLI".to_owned(), esc),
                 esc(&a.action),
                 esc(&a.target),
                 esc(&a.detail),

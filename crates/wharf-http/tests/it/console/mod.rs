@@ -2,6 +2,7 @@
 //! CSRF and read-only refusals, session expiry, and what no page may ever show. `browser.rs`
 //! drives the same console in a real headless Chromium.
 
+mod audit;
 mod browser;
 mod lanes;
 mod measure;
