@@ -4,7 +4,9 @@
 //!
 //! Owns: the session rules (a token of 32 random bytes, stored only as its SHA-256; a lifetime
 //! of at most [`SESSION_MS_MAX`], decided by the database clock; a CSRF token bound to the
-//! session), the operator audit (append-only, who / role / what / on what / when), and the
+//! session), the console's rows of the one operator audit trail (`wharf.operator_audit`, which
+//! the library's own operator actions write too and `wharf audit` reads: append-only, who /
+//! role / what / on what / when; [`audit`] reads every row of it, the library's too), and the
 //! bounds of every console read: at most [`PAGE_ROWS_MAX`] rows a page, at most
 //! [`SCAN_ROWS_MAX`] rows read for a filtered page, at most [`COUNT_ROWS_MAX`] rows counted, in
 //! a read-only transaction whose statements time out after [`READ_TIMEOUT_MS`]. No console read
