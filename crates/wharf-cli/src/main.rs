@@ -43,8 +43,8 @@ enum Command {
     Bench(cmd::bench::BenchArgs),
     /// Inspect actions.
     Actions(cmd::actions::ActionsArgs),
-    /// The operator audit: every cancel, resolve, redrive, pause and resume, who, when,
-    /// correlation id.
+    /// The operator audit: every cancel, resolve, redrive, pause and resume, and everything
+    /// done in the console; who, when, correlation id.
     Audit(cmd::operator::AuditArgs),
     /// The kinds the executors claim: list them, pause and resume one (or one tenant of it).
     Kinds(cmd::kinds::KindsArgs),

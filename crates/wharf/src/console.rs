@@ -4,7 +4,9 @@
 //!
 //! Owns: the session rules (a token of 32 random bytes, stored only as its SHA-256; a lifetime
 //! of at most [`SESSION_MS_MAX`], decided by the database clock; a CSRF token bound to the
-//! session), the operator audit (append-only, who / role / what / on what / when), and the
+//! session), the console's rows of the one operator audit trail (`wharf.operator_audit`, which
+//! the library's own operator actions write too and `wharf audit` reads: append-only, who /
+//! role / what / on what / when; [`audit`] reads every row of it, the library's too), and the
 //! bounds of every console read: at most [`PAGE_ROWS_MAX`] rows a page, at most
 //! [`SCAN_ROWS_MAX`] rows read for a filtered page, at most [`COUNT_ROWS_MAX`] rows counted, in
 //! a read-only transaction whose statements time out after [`READ_TIMEOUT_MS`]. No console read
@@ -25,9 +27,9 @@ use crate::core::envelope::is_identity;
 use crate::store::console as store;
 
 pub use crate::store::console::{
-    ActionLine, ActionsWindow, AnswerCount, AuditRow, CredentialLine, DueHeads, EndedCount,
-    InDoubtRow, InDoubtWindow, InboxAuditLine, KeyLine, LanePosition, LaneRow, LiveCount,
-    StreamRow, TenantRow, WindowFilter,
+    ActionLine, ActionsWindow, AnswerCount, AttemptCount, AuditRow, CredentialLine, DueHeads,
+    EndedCount, InDoubtRow, InDoubtWindow, InboxAuditLine, KeyLine, LaneFilter, LanePosition,
+    LaneRow, LiveCount, StreamRow, TenantRow, WindowFilter,
 };
 
 /// Longest session: a day. A stolen cookie is worth at most that, and an operator signs in at
@@ -239,6 +241,8 @@ pub struct Entry<'a> {
     pub detail: &'a str,
     /// The request's correlation id.
     pub correlation_id: &'a str,
+    /// The action it was done to, if one (so `wharf audit --action` finds it too).
+    pub action_id: Option<i64>,
 }
 
 /// Cuts text to at most `max` bytes on a character boundary.
@@ -266,6 +270,7 @@ pub async fn record<'e>(ex: impl PgExecutor<'e>, entry: Entry<'_>) -> Result<(),
             target: bounded(entry.target, AUDIT_TEXT_BYTES_MAX),
             detail: bounded(entry.detail, AUDIT_TEXT_BYTES_MAX),
             correlation_id: bounded(entry.correlation_id, 128),
+            action_id: entry.action_id,
         },
     )
     .await?;
@@ -309,6 +314,12 @@ pub struct Overview {
     pub ended: Vec<EndedCount>,
     /// Whether the ends read reached [`COUNT_ROWS_MAX`].
     pub ended_capped: bool,
+    /// Attempts of the last hour by the minute their provider call started: the latest attempt
+    /// of each action that ended in the last hour or is executing (no earlier attempt keeps a
+    /// time; see `attempts_by_minute.sql`). Lower bounds when `attempts_capped`.
+    pub attempts: Vec<AttemptCount>,
+    /// Whether either attempts read may have reached [`COUNT_ROWS_MAX`].
+    pub attempts_capped: bool,
     /// Due lane heads and the oldest due time, per kind.
     pub due: Vec<DueHeads>,
     /// Whether the due read reached [`COUNT_ROWS_MAX`].
@@ -331,6 +342,7 @@ pub async fn overview(
 ) -> Result<Overview, Error> {
     let live = store::live_counts(&mut *conn, COUNT_ROWS_MAX).await?;
     let ended = store::ended_by_minute(&mut *conn, COUNT_ROWS_MAX, now).await?;
+    let attempts = store::attempts_by_minute(&mut *conn, COUNT_ROWS_MAX, now).await?;
     let due = store::due_heads(&mut *conn, COUNT_ROWS_MAX, now).await?;
     let uncertain =
         store::in_doubt(&mut *conn, SCAN_ROWS_MAX, None, OVERVIEW_UNCERTAIN_MAX).await?;
@@ -341,10 +353,15 @@ pub async fn overview(
     Ok(Overview {
         live_capped: pending >= COUNT_ROWS_MAX || executing >= COUNT_ROWS_MAX,
         ended_capped: sum(&mut ended.iter().map(|c| c.n)) >= COUNT_ROWS_MAX,
+        // Its two reads are the ends window above and the executing actions, each stopping at
+        // the same bound: either reaching it may have left attempts out.
+        attempts_capped: sum(&mut ended.iter().map(|c| c.n)) >= COUNT_ROWS_MAX
+            || executing >= COUNT_ROWS_MAX,
         due_capped: sum(&mut due.iter().map(|c| c.due)) >= COUNT_ROWS_MAX,
         answers_capped: sum(&mut answers.iter().map(|c| c.n)) >= COUNT_ROWS_MAX,
         live,
         ended,
+        attempts,
         due,
         uncertain: uncertain.items,
         answers,
@@ -394,15 +411,17 @@ pub async fn lane_position<'e>(
     Ok(store::lane_position(ex, lane_key, id, COUNT_ROWS_MAX).await?)
 }
 
-/// The busiest lanes (at most `limit`) among the first [`COUNT_ROWS_MAX`] unstarted actions, or
-/// only `lane`.
+/// A page of the busiest lanes (at most `limit`, busiest first) among the first
+/// [`COUNT_ROWS_MAX`] unstarted actions in lane order, filtered; the next page starts after
+/// the last row's (depth, lane key). Every page reads the same bounded sample, so its cost does
+/// not grow with the table.
 pub async fn lanes<'e>(
     ex: impl PgExecutor<'e>,
     limit: i64,
-    lane: Option<&str>,
+    filter: LaneFilter<'_>,
     now: Option<DateTime<Utc>>,
 ) -> Result<Vec<LaneRow>, Error> {
-    Ok(store::busiest_lanes(ex, COUNT_ROWS_MAX, page_rows(limit)?, lane, now).await?)
+    Ok(store::busiest_lanes(ex, COUNT_ROWS_MAX, page_rows(limit)?, filter, now).await?)
 }
 
 /// A page of UNCERTAIN actions, newest end first, before `before`.

@@ -179,7 +179,8 @@ pub struct AuditArgs {
     json: bool,
 }
 
-/// `wharf audit`: one page of the operator audit, oldest first.
+/// `wharf audit`: one page of the one operator audit trail (the admin API's and the CLI's
+/// operator actions and everything done in the console), oldest first.
 pub async fn audit(config: &Config, args: AuditArgs) -> anyhow::Result<()> {
     let filter = wharf::outbox::AuditFilter {
         action_id: args.action,
@@ -206,9 +207,14 @@ pub async fn audit(config: &Config, args: AuditArgs) -> anyhow::Result<()> {
             e.audit_id,
             e.recorded_at.format("%Y-%m-%d %H:%M:%S"),
             e.operation,
-            e.action_id
-                .map_or_else(|| "-".to_owned(), |id| format!("action {id}")),
-            e.actor,
+            // A console row names what it was done to; the library's, the action.
+            e.target.clone().unwrap_or_else(|| e
+                .action_id
+                .map_or_else(|| "-".to_owned(), |id| format!("action {id}"))),
+            e.role.as_deref().map_or_else(
+                || e.actor.clone(),
+                |role| format!("{} (console, {role})", e.actor)
+            ),
             e.correlation_id,
             e.detail
         );

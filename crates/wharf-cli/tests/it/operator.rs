@@ -230,3 +230,87 @@ async fn cancel_resolve_and_audit_from_the_command_line() {
         "{stdout}"
     );
 }
+
+/// One trail: a console action (written by the console's own writer, `wharf::console::record`,
+/// in its transaction as the console does) and a cancel from this command line both come back
+/// from `wharf audit`, in the order they were written.
+#[tokio::test]
+async fn wharf_audit_reads_the_console_and_the_command_line_in_one_trail() {
+    let db = wharf_testkit::TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = db.url();
+    let proposal = admitted(&db, "console-side").await;
+    let live = admitted(&db, "cli-side").await;
+
+    let mut conn = db.pool.acquire().await.unwrap();
+    let (_, session) =
+        wharf::console::sign_in(&mut conn, "ada", wharf::console::Role::Operator, 60_000)
+            .await
+            .unwrap();
+    wharf::console::record(
+        &mut *conn,
+        wharf::console::Entry {
+            session: &session,
+            action: "action-admit",
+            target: &format!("action {proposal}"),
+            detail: "admitted",
+            correlation_id: "corr-console-1",
+            action_id: Some(proposal),
+        },
+    )
+    .await
+    .unwrap();
+    drop(conn);
+    let (ok, _, err) = run(
+        &["actions", "cancel", &live.to_string(), "--json"],
+        &url,
+        dir.path(),
+    );
+    assert!(ok, "{err}");
+
+    let (ok, out, err) = run(&["audit", "--json"], &url, dir.path());
+    assert!(ok, "{err}");
+    let body = json(&out);
+    let items = body["items"].as_array().unwrap();
+    let got: Vec<(&str, &str, &Value, &Value)> = items
+        .iter()
+        .map(|i| {
+            (
+                i["operation"].as_str().unwrap(),
+                i["actor"].as_str().unwrap(),
+                &i["role"],
+                &i["action_id"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "action-admit",
+                "ada",
+                &Value::from("operator"),
+                &Value::from(proposal)
+            ),
+            ("cancel", "ops-test", &Value::Null, &Value::from(live)),
+        ]
+    );
+    assert_eq!(items[0]["target"], format!("action {proposal}"));
+    assert_eq!(items[0]["detail"]["result"], "admitted");
+    assert_eq!(items[0]["correlation_id"], "corr-console-1");
+    // The library's rows read as they always did: no role or target key at all.
+    assert!(items[1].get("role").is_none() && items[1].get("target").is_none());
+
+    // The text form says which row came from the console, and `--action` finds it too.
+    let (ok, out, err) = run(&["audit"], &url, dir.path());
+    assert!(ok, "{err}");
+    assert!(out.contains("by ada (console, operator)"), "{out}");
+    assert!(out.contains("by ops-test"), "{out}");
+    let (ok, out, err) = run(
+        &["audit", "--action", &proposal.to_string(), "--json"],
+        &url,
+        dir.path(),
+    );
+    assert!(ok, "{err}");
+    assert_eq!(json(&out)["items"][0]["operation"], "action-admit");
+}

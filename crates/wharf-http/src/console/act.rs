@@ -348,6 +348,15 @@ impl Op {
         }
     }
 
+    /// The action it is done to, if one: the audit row names it so `wharf audit --action`
+    /// finds the console's admit or refuse beside the library's own rows.
+    fn action_id(&self) -> Option<i64> {
+        match self {
+            Op::Admit(id) | Op::Refuse(id) | Op::Cancel(id) => Some(*id),
+            _ => None,
+        }
+    }
+
     fn target(&self) -> String {
         let stream = |s: &StreamId| {
             format!(
@@ -624,6 +633,7 @@ pub(super) async fn perform(
             target: &target,
             detail: &detail,
             correlation_id: &correlation.0,
+            action_id: op.action_id(),
         },
     )
     .await
@@ -747,6 +757,7 @@ pub(super) async fn sign_in(
             target: "console",
             detail: &format!("session until {}", html::time(&session.expires_at)),
             correlation_id: &correlation.0,
+            action_id: None,
         },
     )
     .await
@@ -794,6 +805,7 @@ pub(super) async fn sign_out(
             target: "console",
             detail: "",
             correlation_id: &correlation.0,
+            action_id: None,
         },
     )
     .await

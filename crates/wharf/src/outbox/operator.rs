@@ -356,19 +356,31 @@ pub async fn resend_of<'c>(
     Ok(store::operator::resend_of(executor, action_id).await?)
 }
 
-/// One operator action as the audit recorded it.
+/// One operator action as the one audit trail recorded it: the library's own rows (whoever
+/// called it: the admin API, the CLI, the console) and the console's rows (sign-in, sign-out
+/// and every action taken there, with the session's role).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[non_exhaustive]
 pub struct AuditEntry {
     pub audit_id: i64,
-    /// `cancel`, `resolve`, `redrive`, `pause` or `resume`.
+    /// The library's `cancel`, `resolve`, `redrive`, `pause` or `resume`; or, on a console row
+    /// (`role` set), the console's action name (`sign-in`, `action-admit`, `stream-skip`, …).
     pub operation: String,
     /// The action it was about; `None` for `pause` and `resume` (the kind and tenant are in
-    /// `detail`).
+    /// `detail`) and for console rows not done to one action.
     pub action_id: Option<i64>,
     pub actor: String,
-    /// States, ids and codes; never a payload or a note.
+    /// The console session's role on a console row; absent on the library's rows (left out of
+    /// the JSON, so those read as they always did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// What a console action was done to (`action 42`, `kind email`, …); absent on the
+    /// library's rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// States, ids and codes; never a payload or a note. A console row's is
+    /// `{"result": …}`: its result, or the reason the operator gave.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub detail: Value,
     pub correlation_id: String,
@@ -412,6 +424,8 @@ pub async fn audit<'c>(
                 operation: r.operation,
                 action_id: r.action_id,
                 actor: r.actor,
+                role: r.role,
+                target: r.target,
                 detail: r.detail,
                 correlation_id: r.correlation_id,
                 recorded_at: r.recorded_at,

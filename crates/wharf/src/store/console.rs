@@ -102,6 +102,8 @@ pub struct AuditInsert<'a> {
     pub detail: &'a str,
     /// The request's correlation id.
     pub correlation_id: &'a str,
+    /// The action it was done to, if one.
+    pub action_id: Option<i64>,
 }
 
 /// `audit_insert.sql`.
@@ -116,26 +118,30 @@ pub async fn audit_insert<'e>(
         .bind(row.target)
         .bind(row.detail)
         .bind(row.correlation_id)
+        .bind(row.action_id)
         .execute(ex)
         .await
         .map(|_| ())
 }
 
-/// An operator-audit row.
+/// A row of the one operator audit trail, as the console shows it.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct AuditRow {
     /// Its id (the page cursor).
     pub audit_id: i64,
     /// Who.
     pub operator: String,
-    /// With which role.
-    pub role: String,
-    /// What.
+    /// With which console role; `None` for a row the library wrote for the admin API or the
+    /// CLI (the operator token and database access hold every right).
+    pub role: Option<String>,
+    /// What: the console's action name, or the library's operation (`cancel`, `pause`, …).
     pub action: String,
-    /// On what.
+    /// On what (`action 42` for a library row about an action; empty when it names none).
     pub target: String,
-    /// Result or reason.
+    /// Result or reason; a library row's detail as its JSON.
     pub detail: String,
+    /// The action it was about, if one.
+    pub action_id: Option<i64>,
     /// The request's correlation id.
     pub correlation_id: String,
     /// When.
@@ -199,6 +205,28 @@ pub async fn ended_by_minute<'e>(
     now: Option<DateTime<Utc>>,
 ) -> Result<Vec<EndedCount>, sqlx::Error> {
     sqlx::query_as(include_str!("../../sql/console/ended_by_minute.sql"))
+        .bind(rows_max)
+        .bind(now)
+        .fetch_all(ex)
+        .await
+}
+
+/// Attempts whose provider call started in one minute (see `attempts_by_minute.sql`).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct AttemptCount {
+    /// The minute.
+    pub minute: DateTime<Utc>,
+    /// How many.
+    pub n: i64,
+}
+
+/// `attempts_by_minute.sql`: each of its two reads takes at most `rows_max` rows.
+pub async fn attempts_by_minute<'e>(
+    ex: impl PgExecutor<'e>,
+    rows_max: i64,
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<AttemptCount>, sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/console/attempts_by_minute.sql"))
         .bind(rows_max)
         .bind(now)
         .fetch_all(ex)
@@ -431,19 +459,36 @@ pub struct LaneRow {
     pub now: DateTime<Utc>,
 }
 
+/// Which lanes a page of `busiest_lanes.sql` shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LaneFilter<'a> {
+    /// Only this lane.
+    pub lane: Option<&'a str>,
+    /// Only lanes with an unstarted action of this kind.
+    pub kind: Option<&'a str>,
+    /// Only lanes with an unstarted action of this tenant.
+    pub tenant_id: Option<&'a str>,
+    /// The page after this (depth, lane key): the last row of the previous page.
+    pub after: Option<(i64, &'a str)>,
+}
+
 /// `busiest_lanes.sql`.
 pub async fn busiest_lanes<'e>(
     ex: impl PgExecutor<'e>,
     sample_max: i64,
     lanes_max: i64,
-    lane: Option<&str>,
+    filter: LaneFilter<'_>,
     now: Option<DateTime<Utc>>,
 ) -> Result<Vec<LaneRow>, sqlx::Error> {
     sqlx::query_as(include_str!("../../sql/console/busiest_lanes.sql"))
         .bind(sample_max)
         .bind(lanes_max)
-        .bind(lane)
+        .bind(filter.lane)
         .bind(now)
+        .bind(filter.kind)
+        .bind(filter.tenant_id)
+        .bind(filter.after.map(|a| a.0))
+        .bind(filter.after.map(|a| a.1))
         .fetch_all(ex)
         .await
 }

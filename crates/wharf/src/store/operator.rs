@@ -66,6 +66,8 @@ pub struct AuditRow {
     pub operation: String,
     pub action_id: Option<i64>,
     pub actor: String,
+    pub role: Option<String>,
+    pub target: Option<String>,
     pub detail: Value,
     pub correlation_id: String,
     pub recorded_at: DateTime<Utc>,

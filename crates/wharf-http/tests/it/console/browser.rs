@@ -357,7 +357,7 @@ async fn an_operator_signs_in_follows_every_page_and_admits_a_proposal_in_chromi
         .unwrap();
     assert_eq!(state, "ADMITTED");
     let audited: (String, String) = sqlx::query_as(
-        "SELECT operator::text, action FROM wharf.console_audit ORDER BY audit_id DESC LIMIT 1",
+        "SELECT actor, operation FROM wharf.operator_audit WHERE role IS NOT NULL ORDER BY audit_id DESC LIMIT 1",
     )
     .fetch_one(&db.pool)
     .await

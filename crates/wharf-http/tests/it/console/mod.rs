@@ -2,8 +2,11 @@
 //! CSRF and read-only refusals, session expiry, and what no page may ever show. `browser.rs`
 //! drives the same console in a real headless Chromium.
 
+mod audit;
 mod browser;
+mod lanes;
 mod measure;
+mod overview;
 mod pages;
 
 use std::sync::Arc;
