@@ -2,8 +2,8 @@
 //! the process's memory, progress bars, and the formatting of table cells.
 //!
 //! Owns: [`Machine`] (cores, memory, PostgreSQL version and durability settings, load average
-//! before and after, wharf version and commit), RSS readings, the counter bar and the spinner. Must not know:
-//! any benchmark's figures.
+//! before and after, wharf version and commit), RSS readings, the counter bar and the spinner.
+//! Must not know: any benchmark's figures.
 
 use std::time::Duration;
 
