@@ -40,7 +40,7 @@ enum Command {
     /// Check the database's invariants; exits non-zero when one is broken.
     Verify(cmd::verify::VerifyArgs),
     /// Benchmarks: outbox drain, enqueue→start latency, inbox ingest, PostgreSQL ceiling.
-    Bench(cmd::bench::BenchArgs),
+    Bench(wharf_bench::BenchArgs),
     /// Inspect actions.
     Actions(cmd::actions::ActionsArgs),
     /// The operator audit: every cancel, resolve, redrive, pause and resume, and everything

@@ -27,19 +27,19 @@ use super::recorder::{self, Seen};
 use super::report::{self, Machine};
 use super::stats::{Distribution, median, ratio};
 use super::{Deadline, OnOff};
-use crate::config::Config;
+use crate::Database;
 
 /// The SPEC §5 goals.
-pub const GOAL_P50_MS: f64 = 5.0;
+pub(crate) const GOAL_P50_MS: f64 = 5.0;
 /// The SPEC §5 goals.
-pub const GOAL_P99_MS: f64 = 50.0;
+pub(crate) const GOAL_P99_MS: f64 = 50.0;
 /// Actions one run may schedule: 1 M timestamps × 3 × 8 bytes = 24 MB.
-pub const ACTIONS_MAX: u64 = 1_000_000;
+pub(crate) const ACTIONS_MAX: u64 = 1_000_000;
 const UNSET: u64 = u64::MAX;
 
 /// `wharf bench latency` options.
 #[derive(Debug, Clone, clap::Args)]
-pub struct LatencyArgs {
+pub(crate) struct LatencyArgs {
     /// Offered load, actions per second.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     rate: u64,
@@ -117,7 +117,10 @@ impl Timeline {
 }
 
 /// `wharf bench latency`.
-pub async fn run(config: &Config, args: LatencyArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    open: &impl AsyncFn(u32) -> anyhow::Result<Database>,
+    args: LatencyArgs,
+) -> anyhow::Result<()> {
     let total = args.rate * (args.seconds + args.warmup_seconds);
     ensure!(
         total <= ACTIONS_MAX,
@@ -126,7 +129,7 @@ pub async fn run(config: &Config, args: LatencyArgs) -> anyhow::Result<()> {
     ensure!(!args.notify.is_empty(), "--notify needs at least one value");
     let seen = recorder::seen().context("a metrics recorder was installed before wharf bench's")?;
     let deadline = Deadline::after(args.timeout_seconds);
-    let db = super::open(config, args.enqueuers + 2, args.shared_database).await?;
+    let db = super::open(open, args.enqueuers + 2, args.shared_database).await?;
     let mut machine = Machine::probe(&db.pool).await?;
     let executor_pool = PgPoolOptions::new()
         .max_connections(args.workers + 4)

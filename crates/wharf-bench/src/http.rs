@@ -10,12 +10,12 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 /// Header lines a response may have.
-pub const HEADERS_MAX: usize = 100;
+pub(crate) const HEADERS_MAX: usize = 100;
 /// Bytes a response body may have.
-pub const BODY_BYTES_MAX: usize = 64 * 1024 * 1024;
+pub(crate) const BODY_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// `host:port` out of `http://host:port[/]`.
-pub fn authority(url: &str) -> anyhow::Result<String> {
+pub(crate) fn authority(url: &str) -> anyhow::Result<String> {
     let rest = url
         .strip_prefix("http://")
         .context("--url must start with http:// (the benchmark speaks plain HTTP/1.1)")?;
@@ -27,14 +27,14 @@ pub fn authority(url: &str) -> anyhow::Result<String> {
 }
 
 /// One keep-alive connection.
-pub struct Client {
+pub(crate) struct Client {
     stream: BufReader<TcpStream>,
     host: String,
 }
 
 impl Client {
     /// Connects to `host:port`.
-    pub async fn connect(authority: &str) -> anyhow::Result<Client> {
+    pub(crate) async fn connect(authority: &str) -> anyhow::Result<Client> {
         let stream = TcpStream::connect(authority)
             .await
             .with_context(|| format!("cannot connect to {authority}"))?;
@@ -46,7 +46,7 @@ impl Client {
     }
 
     /// Sends one request and reads its answer: status and body.
-    pub async fn request(
+    pub(crate) async fn request(
         &mut self,
         method: &str,
         path: &str,

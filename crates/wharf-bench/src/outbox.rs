@@ -30,34 +30,34 @@ use super::recorder::{self, Seen};
 use super::report::{self, Machine};
 use super::stats::{median, ratio};
 use super::{Deadline, OnOff};
-use crate::config::Config;
+use crate::Database;
 
 mod table;
 
 use table::{ceiling_summary, field, print_plain, print_sweep, row_json, summary_json};
 
 /// The kind every benchmark action has.
-pub const KIND: &str = "bench.noop";
+pub(crate) const KIND: &str = "bench.noop";
 /// Histogram of the adapter's `begin_write()` call, in seconds (recorded by [`NoopAdapter`]).
-pub const FENCE_SECONDS: &str = "wharf_bench_fence_seconds";
+pub(crate) const FENCE_SECONDS: &str = "wharf_bench_fence_seconds";
 /// Rows one prefill statement inserts: `enqueue_many`'s maximum, one transaction each.
-pub const PREFILL_BATCH: usize = ENQUEUE_BATCH_MAX;
+pub(crate) const PREFILL_BATCH: usize = ENQUEUE_BATCH_MAX;
 /// Connections the prefill uses at once.
-pub const PREFILL_CONNECTIONS: usize = 2;
+pub(crate) const PREFILL_CONNECTIONS: usize = 2;
 /// Rows one clean-up statement deletes.
 const CLEAN_BATCH: i64 = 10_000;
 /// Rough size of one action row with its index entries, for the prefill's announcement.
 const ROW_BYTES_ESTIMATE: u64 = 600;
 
 /// Called by the adapter with the payload as it starts an attempt (`bench latency`).
-pub type StartProbe = Arc<dyn Fn(&Value) + Send + Sync>;
+pub(crate) type StartProbe = Arc<dyn Fn(&Value) + Send + Sync>;
 
 /// The no-op adapter: reports its start to the probe, passes the fence (`begin_write()`, timed) and answers
 /// Done. A refused fence is counted and fails the run. It also checks the lanes as it runs: an
 /// attempt that starts while another of its lane runs, or that starts an action with a lower id
 /// than one its lane already started, is a lane violation (also counted; it fails the run).
 #[derive(Default)]
-pub struct NoopAdapter {
+pub(crate) struct NoopAdapter {
     refused: AtomicU64,
     lane_violations: AtomicU64,
     /// Per lane: the highest action id started and whether an attempt of the lane runs now.
@@ -67,7 +67,7 @@ pub struct NoopAdapter {
 
 impl NoopAdapter {
     /// Lane violations seen so far (overlaps and out-of-order starts).
-    pub fn lane_violations(&self) -> u64 {
+    pub(crate) fn lane_violations(&self) -> u64 {
         self.lane_violations.load(Ordering::Relaxed)
     }
 
@@ -88,12 +88,12 @@ impl NoopAdapter {
     }
 
     /// Fences refused so far.
-    pub fn refused(&self) -> u64 {
+    pub(crate) fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
     }
 
     /// Sets (or clears) the start probe.
-    pub fn set_probe(&self, probe: Option<StartProbe>) {
+    pub(crate) fn set_probe(&self, probe: Option<StartProbe>) {
         *self.probe.write().unwrap_or_else(|e| e.into_inner()) = probe;
     }
 }
@@ -150,7 +150,7 @@ impl Adapter for NoopAdapter {
 }
 
 /// A registry with the one `bench.noop` kind.
-pub fn registry(adapter: Arc<NoopAdapter>, notify: bool) -> anyhow::Result<Arc<Registry>> {
+pub(crate) fn registry(adapter: Arc<NoopAdapter>, notify: bool) -> anyhow::Result<Arc<Registry>> {
     let mut registry = Registry::new();
     registry.register(adapter)?;
     registry.set_notify(notify);
@@ -159,7 +159,7 @@ pub fn registry(adapter: Arc<NoopAdapter>, notify: bool) -> anyhow::Result<Arc<R
 
 /// `wharf bench outbox` options.
 #[derive(Debug, Clone, clap::Args)]
-pub struct OutboxArgs {
+pub(crate) struct OutboxArgs {
     /// Actions per run (with --backlog: drained off the front of the backlog).
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     n: u64,
@@ -263,7 +263,10 @@ struct Bench {
 }
 
 /// `wharf bench outbox`.
-pub async fn run(config: &Config, args: OutboxArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    open: &impl AsyncFn(u32) -> anyhow::Result<Database>,
+    args: OutboxArgs,
+) -> anyhow::Result<()> {
     ensure!(
         args.backlog.windows(2).all(|w| w[0] < w[1]),
         "--backlog sizes must be ascending"
@@ -278,7 +281,7 @@ pub async fn run(config: &Config, args: OutboxArgs) -> anyhow::Result<()> {
     );
     let seen = recorder::seen().context("a metrics recorder was installed before wharf bench's")?;
     let deadline = Deadline::after(args.timeout_seconds);
-    let db = super::open(config, args.enqueue_connections + 4, args.shared_database).await?;
+    let db = super::open(open, args.enqueue_connections + 4, args.shared_database).await?;
     let mut machine = Machine::probe(&db.pool).await?;
     let per_executor = (args.workers / args.executors).max(1);
     let mut pools = Vec::new();
@@ -530,7 +533,7 @@ async fn ceilings(
             _ => 20_000,
         } * u64::from(args.ceiling_seconds);
         let rows = backlog.map(|b| b.max(auto).max(100_000));
-        let spinner = crate::cmd::progress::spinner(&format!("pgbench {}", script.name()));
+        let spinner = report::spinner(&format!("pgbench {}", script.name()));
         let measured = ceiling::measure(
             &bench.url,
             ceiling::Request {
@@ -551,7 +554,7 @@ async fn ceilings(
 /// Deletes earlier runs' benchmark rows so every run starts alike, then vacuums. With
 /// `keep_backlog` the unstarted backlog rows stay. Without `shared` (the database holds
 /// nothing but benchmark rows, checked at open) a TRUNCATE does it at once.
-pub async fn clean(pool: &PgPool, shared: bool, keep_backlog: bool) -> anyhow::Result<()> {
+pub(crate) async fn clean(pool: &PgPool, shared: bool, keep_backlog: bool) -> anyhow::Result<()> {
     if !shared && !keep_backlog {
         sqlx::query("TRUNCATE wharf.action").execute(pool).await?;
     } else {
@@ -831,20 +834,20 @@ async fn drain(bench: &Bench, target: u64) -> anyhow::Result<Drained> {
 }
 
 /// What the database says about the actions a drain ended.
-pub struct Checked {
+pub(crate) struct Checked {
     /// Actions ended since the drain started.
-    pub ended: u64,
+    pub(crate) ended: u64,
     /// Completion latency (write started → ended, database clock), median.
-    pub completion_p50_ms: Option<f64>,
+    pub(crate) completion_p50_ms: Option<f64>,
     /// The same, 99th percentile.
-    pub completion_p99_ms: Option<f64>,
+    pub(crate) completion_p99_ms: Option<f64>,
 }
 
 /// Every `bench.noop` action that ended `since` must be DONE on its first attempt, fenced,
 /// without payload (its epoch may be above 1: an executor that stops gives back the actions it
 /// held for a free slot without counting an attempt, and the next run claims them again); the database must show at least the `counted` ends the
 /// executor reported; the executor must have counted only `done` results.
-pub async fn check(
+pub(crate) async fn check(
     pool: &PgPool,
     seen: &Seen,
     since: DateTime<Utc>,

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 /// Nearest-rank percentile `q` (0.0..=1.0) of ascending `sorted` samples; `None` when empty.
-pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
+pub(crate) fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
     if sorted.is_empty() {
         return None;
     }
@@ -19,7 +19,7 @@ pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
 
 /// The median of `values` (mean of the two middle ones for an even count); `None` when empty.
 /// Non-finite values are ignored.
-pub fn median(values: &[f64]) -> Option<f64> {
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return None;
@@ -34,30 +34,30 @@ pub fn median(values: &[f64]) -> Option<f64> {
 }
 
 /// `a / b`, or `None` when `b` is not a positive finite number.
-pub fn ratio(a: f64, b: f64) -> Option<f64> {
+pub(crate) fn ratio(a: f64, b: f64) -> Option<f64> {
     (b.is_finite() && b > 0.0 && a.is_finite()).then(|| a / b)
 }
 
 /// A latency distribution in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
-pub struct Distribution {
+pub(crate) struct Distribution {
     /// Samples.
-    pub count: u64,
+    pub(crate) count: u64,
     /// Median.
-    pub p50: Option<f64>,
+    pub(crate) p50: Option<f64>,
     /// 90th percentile.
-    pub p90: Option<f64>,
+    pub(crate) p90: Option<f64>,
     /// 99th percentile.
-    pub p99: Option<f64>,
+    pub(crate) p99: Option<f64>,
     /// 99.9th percentile.
-    pub p999: Option<f64>,
+    pub(crate) p999: Option<f64>,
     /// Largest sample.
-    pub max: Option<f64>,
+    pub(crate) max: Option<f64>,
 }
 
 impl Distribution {
     /// The distribution of `samples` (any order; non-finite samples are dropped).
-    pub fn of(mut samples: Vec<f64>) -> Distribution {
+    pub(crate) fn of(mut samples: Vec<f64>) -> Distribution {
         samples.retain(|x| x.is_finite());
         samples.sort_by(f64::total_cmp);
         let at = |q| percentile(&samples, q);
@@ -74,18 +74,18 @@ impl Distribution {
 
 /// Median with the range it came from, for figures reported over several runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Spread {
+pub(crate) struct Spread {
     /// Median of the runs.
-    pub median: f64,
+    pub(crate) median: f64,
     /// Smallest run.
-    pub min: f64,
+    pub(crate) min: f64,
     /// Largest run.
-    pub max: f64,
+    pub(crate) max: f64,
 }
 
 impl Spread {
     /// The spread of `values`; `None` when there is no finite value.
-    pub fn of(values: &[f64]) -> Option<Spread> {
+    pub(crate) fn of(values: &[f64]) -> Option<Spread> {
         let finite: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
         Some(Spread {
             median: median(&finite)?,

@@ -4,9 +4,9 @@
 use serde_json::{Value, json};
 
 use super::{Bench, Checked, Drained, Enqueued};
-use crate::cmd::bench::ceiling::Measured;
-use crate::cmd::bench::report::{self, Machine};
-use crate::cmd::bench::stats::{Distribution, Spread, median, ratio};
+use crate::ceiling::Measured;
+use crate::report::{self, Machine};
+use crate::stats::{Distribution, Spread, median, ratio};
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn row_json(

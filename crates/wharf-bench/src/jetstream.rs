@@ -22,7 +22,7 @@ use wharf_nats::{JetStreamConfig, JetStreamIngest, NatsProducer};
 
 use super::Deadline;
 use super::inbox::{PROJECT, Prepared};
-use crate::cmd::bench::TENANT;
+use crate::TENANT;
 
 /// One JetStream measurement of `prepared` (single-envelope bodies).
 pub(super) async fn measure(

@@ -2,8 +2,8 @@
 //! the process's memory, progress bars, and the formatting of table cells.
 //!
 //! Owns: [`Machine`] (cores, memory, PostgreSQL version and durability settings, load average
-//! before and after, wharf version and commit), RSS readings, the counter bar. Must not know:
-//! any benchmark's figures.
+//! before and after, wharf version and commit), RSS readings, the counter bar and the spinner.
+//! Must not know: any benchmark's figures.
 
 use std::time::Duration;
 
@@ -13,32 +13,32 @@ use sqlx::PgPool;
 
 /// Where a report was measured.
 #[derive(Debug, Clone, Serialize)]
-pub struct Machine {
+pub(crate) struct Machine {
     /// CPUs this process may use.
-    pub cores: usize,
+    pub(crate) cores: usize,
     /// Physical memory, MiB.
-    pub memory_mib: Option<u64>,
+    pub(crate) memory_mib: Option<u64>,
     /// `SHOW server_version`.
-    pub server_version: String,
+    pub(crate) server_version: String,
     /// `SHOW fsync`.
-    pub fsync: String,
+    pub(crate) fsync: String,
     /// `SHOW synchronous_commit`.
-    pub synchronous_commit: String,
+    pub(crate) synchronous_commit: String,
     /// `SHOW shared_buffers`.
-    pub shared_buffers: String,
+    pub(crate) shared_buffers: String,
     /// `/proc/loadavg` (1, 5, 15 minutes) when the command started.
-    pub load_start: String,
+    pub(crate) load_start: String,
     /// The same when it ended.
-    pub load_end: String,
+    pub(crate) load_end: String,
     /// wharf's version.
-    pub version: &'static str,
+    pub(crate) version: &'static str,
     /// The checkout's commit, when the binary runs from one.
-    pub commit: String,
+    pub(crate) commit: String,
 }
 
 impl Machine {
     /// Reads the machine and the server now (the load at the end is filled in by [`Machine::end`]).
-    pub async fn probe(pool: &PgPool) -> anyhow::Result<Machine> {
+    pub(crate) async fn probe(pool: &PgPool) -> anyhow::Result<Machine> {
         let show = |setting: &'static str| async move {
             sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(format!("SHOW {setting}")))
                 .fetch_one(pool)
@@ -64,12 +64,12 @@ impl Machine {
     }
 
     /// Records the load average at the end.
-    pub fn end(&mut self) {
+    pub(crate) fn end(&mut self) {
         self.load_end = load_average();
     }
 
     /// One line for the top of a human report.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!(
             "machine: {} cores, {} MiB, PostgreSQL {} (fsync={}, synchronous_commit={}, shared_buffers={}), load {} → {}, wharf {} {}",
             self.cores,
@@ -87,7 +87,7 @@ impl Machine {
 }
 
 /// The 1, 5 and 15 minute load averages.
-pub fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -136,7 +136,7 @@ fn git_commit() -> String {
 }
 
 /// This process's resident set now and its peak since the last [`reset_peak_rss`], MiB.
-pub fn rss_mib() -> (Option<f64>, Option<f64>) {
+pub(crate) fn rss_mib() -> (Option<f64>, Option<f64>) {
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
         return (None, None);
     };
@@ -153,12 +153,26 @@ pub fn rss_mib() -> (Option<f64>, Option<f64>) {
 
 /// Resets the peak resident set to the current one (Linux: `5` into `/proc/self/clear_refs`),
 /// so the peak after a phase is that phase's own. Harmless where unsupported.
-pub fn reset_peak_rss() {
+pub(crate) fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
+/// A spinner with a message, ticking on its own until finished. The same as the CLI's
+/// (`wharf-cli/src/cmd/progress.rs`): written twice rather than shared, because the two crates
+/// share nothing below the library, and a terminal spinner is not the library's business.
+pub(crate) fn spinner(message: &str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_message(message.to_owned());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
 /// A progress bar counting to `len` on stderr; drawn only on a terminal.
-pub fn counter_bar(len: u64, message: &str) -> ProgressBar {
+pub(crate) fn counter_bar(len: u64, message: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     bar.set_style(
         ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} {per_sec} {elapsed}")
@@ -171,23 +185,23 @@ pub fn counter_bar(len: u64, message: &str) -> ProgressBar {
 }
 
 /// A number for a table cell: `-` when absent, otherwise with `decimals` digits.
-pub fn cell(value: Option<f64>, decimals: usize) -> String {
+pub(crate) fn cell(value: Option<f64>, decimals: usize) -> String {
     value.map_or_else(|| "-".into(), |v| format!("{v:.decimals$}"))
 }
 
 /// Two numbers as `a/b` for a table cell.
-pub fn pair(a: Option<f64>, b: Option<f64>, decimals: usize) -> String {
+pub(crate) fn pair(a: Option<f64>, b: Option<f64>, decimals: usize) -> String {
     format!("{}/{}", cell(a, decimals), cell(b, decimals))
 }
 
 /// Prints one JSON value as one line on stdout.
-pub fn json_line(value: &impl Serialize) -> anyhow::Result<()> {
+pub(crate) fn json_line(value: &impl Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string(value)?);
     Ok(())
 }
 
 /// Prints rows as a table with left-aligned columns sized to their widest cell.
-pub fn table(header: &[&str], rows: &[Vec<String>]) {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, c) in row.iter().enumerate() {

@@ -16,32 +16,32 @@ use serde::Serialize;
 
 use super::report::{self, Machine};
 use super::stats::{Spread, median};
-use crate::config::Config;
+use crate::Database;
 
-const RUN_SH: &str = include_str!("../../../../../bench/pgbench/run.sh");
+const RUN_SH: &str = include_str!("../../../bench/pgbench/run.sh");
 const SCRIPTS: [(&str, &str); 4] = [
     (
         "setup.sql",
-        include_str!("../../../../../bench/pgbench/setup.sql"),
+        include_str!("../../../bench/pgbench/setup.sql"),
     ),
     (
         "insert.sql",
-        include_str!("../../../../../bench/pgbench/insert.sql"),
+        include_str!("../../../bench/pgbench/insert.sql"),
     ),
     (
         "claim_fence_complete.sql",
-        include_str!("../../../../../bench/pgbench/claim_fence_complete.sql"),
+        include_str!("../../../bench/pgbench/claim_fence_complete.sql"),
     ),
     (
         "claim_fence_complete_batch.sql",
-        include_str!("../../../../../bench/pgbench/claim_fence_complete_batch.sql"),
+        include_str!("../../../bench/pgbench/claim_fence_complete_batch.sql"),
     ),
 ];
 
 /// A pgbench script of `bench/pgbench`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Script {
+pub(crate) enum Script {
     /// One single-row INSERT per transaction: the commit rate under an unbatched enqueue.
     Insert,
     /// Claim, fence and complete one action, three transactions: an unbatched executor's floor.
@@ -52,7 +52,7 @@ pub enum Script {
 
 impl Script {
     /// The name run.sh knows it by.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Script::Insert => "insert",
             Script::ClaimFenceComplete => "claim_fence_complete",
@@ -63,7 +63,7 @@ impl Script {
 
 /// What `bench outbox` compares against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CeilingChoice {
+pub(crate) enum CeilingChoice {
     /// `claim_fence_complete` (one action per step).
     Single,
     /// `claim_fence_complete_batch` (`--claim-batch` actions per step).
@@ -74,7 +74,7 @@ pub enum CeilingChoice {
 
 impl CeilingChoice {
     /// The scripts to run.
-    pub fn scripts(self) -> Vec<Script> {
+    pub(crate) fn scripts(self) -> Vec<Script> {
         match self {
             CeilingChoice::Single => vec![Script::ClaimFenceComplete],
             CeilingChoice::Batch => vec![Script::ClaimFenceCompleteBatch],
@@ -87,52 +87,52 @@ impl CeilingChoice {
 
 /// One pgbench measurement, as run.sh prints it.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct Measured {
+pub(crate) struct Measured {
     /// The script.
-    pub script: String,
+    pub(crate) script: String,
     /// pgbench clients.
-    pub clients: u32,
+    pub(crate) clients: u32,
     /// Seconds measured.
-    pub seconds: u32,
+    pub(crate) seconds: u32,
     /// Rows prefilled (the backlog the claim ran against).
-    pub rows: u64,
+    pub(crate) rows: u64,
     /// pgbench transactions per second.
-    pub tps: f64,
+    pub(crate) tps: f64,
     /// Actions per second (claim scripts only).
-    pub jobs_per_second: Option<f64>,
+    pub(crate) jobs_per_second: Option<f64>,
     /// Actions per step (batch script only).
-    pub batch: Option<u32>,
+    pub(crate) batch: Option<u32>,
     /// pgbench's average latency per transaction, ms.
-    pub latency_ms_avg: f64,
+    pub(crate) latency_ms_avg: f64,
 }
 
 impl Measured {
     /// The figure a wharf figure is divided by: actions/s for the claim scripts, commits/s for
     /// the insert script.
-    pub fn rate(&self) -> f64 {
+    pub(crate) fn rate(&self) -> f64 {
         self.jobs_per_second.unwrap_or(self.tps)
     }
 }
 
 /// How to run one measurement.
 #[derive(Debug, Clone, Copy)]
-pub struct Request {
+pub(crate) struct Request {
     /// Which script.
-    pub script: Script,
+    pub(crate) script: Script,
     /// pgbench clients (compare at the same concurrency as the system measured).
-    pub clients: u32,
+    pub(crate) clients: u32,
     /// pgbench -T.
-    pub seconds: u32,
+    pub(crate) seconds: u32,
     /// Actions per step of the batch script (1..=100).
-    pub batch: u32,
+    pub(crate) batch: u32,
     /// Rows to prefill; `None` lets run.sh size it above what the run can drain.
-    pub rows: Option<u64>,
+    pub(crate) rows: Option<u64>,
 }
 
 /// Runs `bench/pgbench/run.sh` for one script against `url` and returns its measurement.
 /// Bounded: run.sh limits pgbench to `seconds` + 60 s; this adds the prefill's time and a
 /// margin on top.
-pub async fn measure(url: &str, request: Request) -> anyhow::Result<Measured> {
+pub(crate) async fn measure(url: &str, request: Request) -> anyhow::Result<Measured> {
     let dir = ScriptDir::create()?;
     let binaries = wharf_pg::Binaries::locate().context("cannot find pgbench and psql")?;
     let mut cmd = tokio::process::Command::new("bash");
@@ -211,7 +211,7 @@ impl Drop for ScriptDir {
 
 /// `wharf bench ceiling` options.
 #[derive(Debug, clap::Args)]
-pub struct CeilingArgs {
+pub(crate) struct CeilingArgs {
     /// Scripts to run; repeat or separate with commas [default: all three].
     #[arg(long, value_delimiter = ',')]
     script: Vec<Script>,
@@ -236,7 +236,10 @@ pub struct CeilingArgs {
 }
 
 /// `wharf bench ceiling`.
-pub async fn run(config: &Config, args: CeilingArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    open: &impl AsyncFn(u32) -> anyhow::Result<Database>,
+    args: CeilingArgs,
+) -> anyhow::Result<()> {
     let scripts = if args.script.is_empty() {
         vec![
             Script::Insert,
@@ -249,7 +252,7 @@ pub async fn run(config: &Config, args: CeilingArgs) -> anyhow::Result<()> {
     if args.clients.iter().any(|&c| c == 0 || c > 1000) {
         bail!("--clients must be 1..=1000");
     }
-    let db = super::open(config, 2, false).await?;
+    let db = super::open(open, 2, false).await?;
     let mut machine = Machine::probe(&db.pool).await?;
     let mut rows_out = Vec::new();
     let mut summary = Vec::new();

@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 
 /// Samples kept per histogram: 10 M × 8 bytes = 80 MB at most, more than any run here takes.
-pub const SAMPLES_MAX: usize = 10_000_000;
+pub(crate) const SAMPLES_MAX: usize = 10_000_000;
 
 /// One histogram's samples.
 #[derive(Debug, Default)]
-pub struct Samples {
+pub(crate) struct Samples {
     values: Mutex<Vec<f64>>,
     dropped: AtomicU64,
 }
@@ -39,7 +39,7 @@ type MetricKey = (String, Vec<(String, String)>);
 
 /// What the recorder has seen, shared between the recorder and the bench.
 #[derive(Debug, Default)]
-pub struct Seen {
+pub(crate) struct Seen {
     /// Counters by name and sorted labels.
     counters: Mutex<HashMap<MetricKey, Arc<AtomicU64>>>,
     /// Histograms by name (labels folded together: the bench reads a metric as a whole).
@@ -57,7 +57,7 @@ fn labels_of(key: &Key) -> Vec<(String, String)> {
 
 impl Seen {
     /// Takes (and clears) every sample of histogram `name` recorded so far, in seconds.
-    pub fn take_samples(&self, name: &str) -> Vec<f64> {
+    pub(crate) fn take_samples(&self, name: &str) -> Vec<f64> {
         let histograms = self.histograms.lock().unwrap_or_else(|e| e.into_inner());
         match histograms.get(name) {
             Some(samples) => {
@@ -69,7 +69,7 @@ impl Seen {
     }
 
     /// The sum of every counter `name` whose labels include all of `labels`.
-    pub fn counter_sum(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+    pub(crate) fn counter_sum(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
         let counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         counters
             .iter()
@@ -84,7 +84,7 @@ impl Seen {
     }
 
     /// Every counter `name` with its labels and value, for a failure message.
-    pub fn counters_named(&self, name: &str) -> Vec<(Vec<(String, String)>, u64)> {
+    pub(crate) fn counters_named(&self, name: &str) -> Vec<(Vec<(String, String)>, u64)> {
         let counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         let mut out: Vec<_> = counters
             .iter()
@@ -127,7 +127,7 @@ static SEEN: OnceLock<Option<Arc<Seen>>> = OnceLock::new();
 
 /// The recorder's shared state, installing the recorder on first use. `None` when another
 /// recorder was installed first (nothing in `wharf bench` does that).
-pub fn seen() -> Option<Arc<Seen>> {
+pub(crate) fn seen() -> Option<Arc<Seen>> {
     SEEN.get_or_init(|| {
         let seen = Arc::new(Seen::default());
         metrics::set_global_recorder(BenchRecorder(seen.clone()))

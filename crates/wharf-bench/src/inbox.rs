@@ -36,16 +36,16 @@ use super::http;
 use super::report::{self, Machine};
 use super::stats::{Distribution, Spread, median, ratio};
 use super::{Deadline, TENANT};
-use crate::config::Config;
+use crate::Database;
 
 /// The project every benchmark envelope belongs to.
-pub const PROJECT: &str = "bench";
+pub(crate) const PROJECT: &str = "bench";
 /// Most envelopes one run may send (all are signed and held in memory first, ~600 bytes each).
-pub const ENVELOPES_MAX: u64 = 2_000_000;
+pub(crate) const ENVELOPES_MAX: u64 = 2_000_000;
 
 /// How requests reach the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Transport {
+pub(crate) enum Transport {
     /// HTTP/1.1 to the ingest router, served in this process on loopback (or `--url`).
     Http,
     /// In-process calls of `Inbox::ingest` / `Inbox::ingest_batch`: the whole pipeline
@@ -73,7 +73,7 @@ enum Target {
 
 /// `wharf bench inbox` options.
 #[derive(Debug, Clone, clap::Args)]
-pub struct InboxArgs {
+pub(crate) struct InboxArgs {
     /// Envelopes per batch size per run.
     #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=ENVELOPES_MAX))]
     envelopes: u64,
@@ -138,10 +138,13 @@ pub(super) struct Stream {
 }
 
 /// `wharf bench inbox`.
-pub async fn run(config: &Config, args: InboxArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    open: &impl AsyncFn(u32) -> anyhow::Result<Database>,
+    args: InboxArgs,
+) -> anyhow::Result<()> {
     ensure!(!args.batch.is_empty(), "--batch needs at least one size");
     let deadline = Deadline::after(args.timeout_seconds);
-    let db = super::open(config, args.connections + 4, args.shared_database).await?;
+    let db = super::open(open, args.connections + 4, args.shared_database).await?;
     let mut machine = Machine::probe(&db.pool).await?;
     let result = runs(&args, &db.pool, &db.url, &deadline, &mut machine).await;
     let closed = db.close().await;
@@ -271,7 +274,7 @@ async fn measure_runs(
             None
         };
         let insert = if args.baseline_seconds > 0 {
-            let spinner = crate::cmd::progress::spinner("pgbench insert");
+            let spinner = report::spinner("pgbench insert");
             let m = ceiling::measure(
                 url,
                 ceiling::Request {
