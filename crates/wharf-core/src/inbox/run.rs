@@ -185,20 +185,22 @@ mod tests {
 
     /// An envelope of a test batch: event id, idempotency key, sequence, digest.
     type Env = (&'static str, &'static str, u64, [u8; 32]);
+    /// An identity retained before the batch: event id, key, sequence, digest, outcome, tag.
+    type Kept = (
+        &'static str,
+        &'static str,
+        u64,
+        [u8; 32],
+        Outcome,
+        &'static str,
+    );
 
     struct Case {
         name: &'static str,
         cursor: u64,
         floor: u64,
-        /// Retained before the batch: event id, key, sequence, digest, outcome, tag.
-        retained: &'static [(
-            &'static str,
-            &'static str,
-            u64,
-            [u8; 32],
-            Outcome,
-            &'static str,
-        )],
+        /// Retained before the batch.
+        retained: &'static [Kept],
         /// Retained beyond the cursor (the store's `ahead` read).
         ahead: &'static [u64],
         batch: &'static [Env],
