@@ -197,6 +197,63 @@ impl ExecutorConfig {
     }
 }
 
+/// One chainable setter per field, so an application builds its configuration from the defaults
+/// (the struct is `#[non_exhaustive]`: outside this crate it cannot be written as a literal).
+macro_rules! setters {
+    ($($field:ident: $ty:ty,)*) => {
+        /// Chainable setters: each sets the field of its name and returns the configuration.
+        /// Nothing is checked until [`validate`](Self::validate) (which the executor runs when it
+        /// is made). To shorten the lease, prefer [`with_lease_ms`](Self::with_lease_ms), which
+        /// moves the fence margin with it.
+        ///
+        /// ```
+        /// let config = wharf::outbox::ExecutorConfig::with_lease_ms(60_000)
+        ///     .concurrency_max(24)
+        ///     .per_kind_concurrency_max(8)
+        ///     .notify(false);
+        /// assert_eq!(config.concurrency_max, 24);
+        /// assert_eq!(config.per_kind_concurrency_max, 8);
+        /// assert!(!config.notify);
+        /// assert_eq!(config.fence_margin_ms, 12_000);
+        /// ```
+        impl ExecutorConfig {
+            $(
+                #[doc = concat!("Sets `", stringify!($field), "`.")]
+                #[must_use]
+                pub fn $field(mut self, value: $ty) -> ExecutorConfig {
+                    self.$field = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+setters! {
+    claim_batch_max: u32,
+    claim_scan_max: u32,
+    concurrency_max: u32,
+    per_kind_concurrency_max: u32,
+    claim_ahead_max: u32,
+    lease_ms: u64,
+    fence_margin_ms: u64,
+    poll_interval_ms_min: u64,
+    poll_interval_ms_max: u64,
+    notify: bool,
+    shutdown_grace_ms: u64,
+    sweep_interval_ms: u64,
+    sweep_batch_max: u32,
+    retention_ms: u64,
+    retention_interval_ms: u64,
+    retention_batch_max: u32,
+    retention_batches_per_run_max: u32,
+    gauge_interval_ms: u64,
+    completion_batch_max: u32,
+    drain_rounds_max: u32,
+    claims_in_flight_max: u32,
+    fence_with_claim: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
