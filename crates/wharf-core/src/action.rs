@@ -91,6 +91,13 @@ impl ActionState {
     }
 }
 
+/// As its database spelling ([`ActionState::as_str`]): the API's JSON and the database agree.
+impl serde::Serialize for ActionState {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 impl fmt::Display for ActionState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -177,6 +184,13 @@ impl StopReason {
             | StopReason::Refused
             | StopReason::Operator => ActionState::Cancelled,
         }
+    }
+}
+
+/// As its database spelling ([`StopReason::as_str`]): the API's JSON and the database agree.
+impl serde::Serialize for StopReason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 

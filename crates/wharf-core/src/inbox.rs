@@ -110,15 +110,6 @@ impl Outcome {
         }
     }
 
-    /// The HTTP status of a single-envelope response.
-    pub const fn http_status(self) -> u16 {
-        match self {
-            Outcome::AcceptDelayed | Outcome::AcceptReordered | Outcome::IgnoreDuplicate => 200,
-            Outcome::RefuseReplay => 409,
-            Outcome::RefuseIncompatible | Outcome::RefuseTampered => 422,
-        }
-    }
-
     /// Whether the producer may forget the envelope (it is acknowledged).
     pub const fn is_acknowledged(self) -> bool {
         matches!(

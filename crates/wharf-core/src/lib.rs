@@ -20,5 +20,7 @@ pub mod bucket;
 pub mod canonical;
 pub mod envelope;
 pub mod inbox;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 pub mod schema;
 pub mod sign;

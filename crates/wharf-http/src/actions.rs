@@ -28,7 +28,6 @@ use wharf::outbox::{self, ActionRequest, ActionView, Registry};
 use crate::auth::OperatorToken;
 use crate::error::{ApiError, CorrelationId, ErrorBody};
 use crate::extract::{ApiBody, ApiPath, BodyLimit};
-use crate::openapi::{ActionStateSchema, StopReasonSchema};
 
 /// Bytes an enqueue request body may have: the largest payload the registry can allow (1 MiB)
 /// plus room for the other fields. The registry's own, usually smaller, bound still applies.
@@ -90,62 +89,6 @@ struct EnqueueBody {
     proposed: bool,
 }
 
-/// An action as the API shows it. An ended action has no payload.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[schema(as = Action)]
-pub struct ActionJson {
-    id: i64,
-    kind: String,
-    tenant_id: Option<String>,
-    project_id: Option<String>,
-    lane_key: String,
-    idempotency_key: String,
-    #[schema(value_type = ActionStateSchema)]
-    state: &'static str,
-    /// Set once the action ended.
-    #[schema(value_type = Option<StopReasonSchema>)]
-    stop_reason: Option<&'static str>,
-    attempt: u32,
-    max_attempts: u32,
-    epoch: i64,
-    error_code: Option<String>,
-    readback_ref: Option<String>,
-    /// Absent once the action ended.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payload: Option<Value>,
-    subject_account_id: Option<String>,
-    run_at: DateTime<Utc>,
-    expires_at: Option<DateTime<Utc>>,
-    created_at: DateTime<Utc>,
-    ended_at: Option<DateTime<Utc>>,
-}
-
-impl From<ActionView> for ActionJson {
-    fn from(view: ActionView) -> ActionJson {
-        ActionJson {
-            id: view.id,
-            kind: view.kind,
-            tenant_id: view.tenant_id,
-            project_id: view.project_id,
-            lane_key: view.lane_key,
-            idempotency_key: view.idempotency_key,
-            state: view.state.as_str(),
-            stop_reason: view.stop_reason.map(|r| r.as_str()),
-            attempt: view.attempt,
-            max_attempts: view.max_attempts,
-            epoch: view.epoch,
-            error_code: view.error_code,
-            readback_ref: view.readback_ref,
-            payload: view.payload,
-            subject_account_id: view.subject_account_id,
-            run_at: view.run_at,
-            expires_at: view.expires_at,
-            created_at: view.created_at,
-            ended_at: view.ended_at,
-        }
-    }
-}
-
 #[utoipa::path(
     post,
     path = "/v1/actions",
@@ -155,8 +98,8 @@ impl From<ActionView> for ActionJson {
     security(("operatorToken" = [])),
     request_body(content = EnqueueBody, content_type = "application/json"),
     responses(
-        (status = 201, description = "created", body = ActionJson),
-        (status = 200, description = "an action with this idempotency key and the same content already exists; it is returned unchanged", body = ActionJson),
+        (status = 201, description = "created", body = ActionView),
+        (status = 200, description = "an action with this idempotency key and the same content already exists; it is returned unchanged", body = ActionView),
         (status = 400, description = "a field breaks its rule, the kind is unknown, or the adapter refused the payload", body = ErrorBody),
         (status = 401, description = "no or a wrong operator token", body = ErrorBody),
         (status = 409, description = "idempotency conflict: the key exists with different content", body = ErrorBody),
@@ -169,7 +112,7 @@ async fn enqueue(
     Extension(correlation): Extension<CorrelationId>,
     headers: HeaderMap,
     ApiBody(body): ApiBody,
-) -> Result<(StatusCode, Json<ActionJson>), ApiError> {
+) -> Result<(StatusCode, Json<ActionView>), ApiError> {
     actions.token.require(&headers, &correlation)?;
     let body: EnqueueBody = serde_json::from_slice(&body)
         .map_err(|e| ApiError::invalid(format!("invalid enqueue request: {e}"), &correlation))?;
@@ -197,7 +140,7 @@ async fn enqueue(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(view.into())))
+    Ok((status, Json(view)))
 }
 
 #[utoipa::path(
@@ -209,7 +152,7 @@ async fn enqueue(
     security(("operatorToken" = [])),
     params(("id" = i64, Path, minimum = 1, description = "the action's id")),
     responses(
-        (status = 200, description = "the action (an ended one has no payload)", body = ActionJson),
+        (status = 200, description = "the action (an ended one has no payload)", body = ActionView),
         (status = 400, description = "the id is not an integer", body = ErrorBody),
         (status = 401, description = "no or a wrong operator token", body = ErrorBody),
         (status = 404, description = "no such action", body = ErrorBody),
@@ -221,9 +164,9 @@ async fn show(
     Extension(correlation): Extension<CorrelationId>,
     headers: HeaderMap,
     ApiPath(id): ApiPath<i64>,
-) -> Result<Json<ActionJson>, ApiError> {
+) -> Result<Json<ActionView>, ApiError> {
     actions.token.require(&headers, &correlation)?;
-    Ok(Json(find(&actions.pool, id, &correlation).await?.into()))
+    Ok(Json(find(&actions.pool, id, &correlation).await?))
 }
 
 #[utoipa::path(
@@ -235,7 +178,7 @@ async fn show(
     security(("operatorToken" = [])),
     params(("id" = i64, Path, minimum = 1, description = "the action's id")),
     responses(
-        (status = 200, description = "admitted", body = ActionJson),
+        (status = 200, description = "admitted", body = ActionView),
         (status = 400, description = "the id is not an integer", body = ErrorBody),
         (status = 401, description = "no or a wrong operator token", body = ErrorBody),
         (status = 404, description = "no such action", body = ErrorBody),
@@ -248,7 +191,7 @@ async fn admit(
     Extension(correlation): Extension<CorrelationId>,
     headers: HeaderMap,
     ApiPath(id): ApiPath<i64>,
-) -> Result<Json<ActionJson>, ApiError> {
+) -> Result<Json<ActionView>, ApiError> {
     actions.token.require(&headers, &correlation)?;
     let mut tx = begin(&actions.pool, &correlation).await?;
     let changed = outbox::admit(&mut *tx, id)
@@ -268,7 +211,7 @@ async fn admit(
     security(("operatorToken" = [])),
     params(("id" = i64, Path, minimum = 1, description = "the action's id")),
     responses(
-        (status = 200, description = "refused", body = ActionJson),
+        (status = 200, description = "refused", body = ActionView),
         (status = 400, description = "the id is not an integer", body = ErrorBody),
         (status = 401, description = "no or a wrong operator token", body = ErrorBody),
         (status = 404, description = "no such action", body = ErrorBody),
@@ -281,7 +224,7 @@ async fn refuse(
     Extension(correlation): Extension<CorrelationId>,
     headers: HeaderMap,
     ApiPath(id): ApiPath<i64>,
-) -> Result<Json<ActionJson>, ApiError> {
+) -> Result<Json<ActionView>, ApiError> {
     actions.token.require(&headers, &correlation)?;
     let mut tx = begin(&actions.pool, &correlation).await?;
     let changed = outbox::refuse(&mut *tx, id)
@@ -363,7 +306,7 @@ pub(crate) fn decided(
     changed: bool,
     verb: &str,
     correlation: &CorrelationId,
-) -> Result<Json<ActionJson>, ApiError> {
+) -> Result<Json<ActionView>, ApiError> {
     if !changed {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -375,7 +318,7 @@ pub(crate) fn decided(
             correlation,
         ));
     }
-    Ok(Json(view.into()))
+    Ok(Json(view))
 }
 
 /// Reads one action, 404 when there is none. A read commits nothing, so a database failure is

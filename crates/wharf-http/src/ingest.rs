@@ -43,7 +43,7 @@ use wharf::inbox::{BatchResponse, Inbox, Original, Response as Answer, Route, St
 
 use crate::error::{ApiError, CorrelationId, ErrorBody, inbox_status};
 use crate::extract::{ApiBody, ApiPath, BodyLimit};
-use crate::openapi::{BatchRequestSchema, EnvelopeSchema, Identity, OutcomeSchema};
+use crate::openapi::{BatchRequestSchema, EnvelopeSchema, Identity};
 
 /// The single-envelope route.
 pub const SINGLE_PATH: &str = "/v1/tenants/{tenant}/projects/{project}/envelopes";
@@ -64,7 +64,7 @@ pub fn routes(inbox: Arc<Inbox>) -> Router {
 #[derive(Serialize, utoipa::ToSchema)]
 #[schema(as = Original)]
 struct OriginalJson<'a> {
-    #[schema(value_type = OutcomeSchema)]
+    #[schema(value_type = wharf_core::inbox::Outcome)]
     outcome: &'a str,
     correlation_id: &'a str,
 }
@@ -82,7 +82,7 @@ impl<'a> OriginalJson<'a> {
 #[derive(Serialize, utoipa::ToSchema)]
 #[schema(as = IngestResponse)]
 struct DecidedJson<'a> {
-    #[schema(value_type = OutcomeSchema)]
+    #[schema(value_type = wharf_core::inbox::Outcome)]
     outcome: &'a str,
     reason: &'a str,
     correlation_id: &'a str,
@@ -97,7 +97,7 @@ struct DecidedJson<'a> {
 #[schema(as = BatchItem)]
 struct ItemJson<'a> {
     index: usize,
-    #[schema(value_type = OutcomeSchema)]
+    #[schema(value_type = wharf_core::inbox::Outcome)]
     outcome: &'a str,
     reason: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -3,9 +3,10 @@
 //!
 //! Owns: the document's top-level facts (info, tags, the two security schemes), the list of
 //! operations it holds (`Api`), and the few schemas no Rust type of the API describes by
-//! itself: the closed sets the core names (outcomes, states, stop reasons, built from the core's
-//! own `ALL` lists), the tenant/project identity, and the envelope, whose bytes a handler passes
-//! through untouched (the signature covers them as sent), so no type of this crate parses one.
+//! itself: the tenant/project identity and the envelope, whose bytes a handler passes through
+//! untouched (the signature covers them as sent), so no type of this crate parses one. The
+//! core's closed sets (outcomes, states, stop reasons) have their schemas in
+//! `wharf_core::openapi`, built from their own `ALL` lists.
 //!
 //! Must not know: what an operation answers. That is written beside its handler
 //! (`#[utoipa::path]`), and every body is described by the type the handler serializes or
@@ -24,8 +25,6 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
-use wharf_core::action::{ActionState, StopReason};
-use wharf_core::inbox::Outcome;
 
 /// The security scheme of a tenant's producer credential.
 pub const TENANT_CREDENTIAL: &str = "tenantCredential";
@@ -171,15 +170,6 @@ fn document_json(text: Arc<str>) -> impl axum::response::IntoResponse {
     )
 }
 
-/// A closed set of strings as a schema.
-fn string_enum(values: impl IntoIterator<Item = &'static str>, description: &str) -> RefOr<Schema> {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(values))
-        .description(Some(description))
-        .into()
-}
-
 /// Implements `ToSchema` for a marker type whose schema a function builds.
 macro_rules! named_schema {
     ($marker:ident, $name:literal, $schema:expr) => {
@@ -195,39 +185,6 @@ macro_rules! named_schema {
         }
     };
 }
-
-/// The inbox's public outcomes, from [`Outcome::ALL`].
-pub(crate) struct OutcomeSchema;
-named_schema!(
-    OutcomeSchema,
-    "Outcome",
-    string_enum(
-        Outcome::ALL.iter().map(|o| o.as_str()),
-        "the inbox's decision (SPEC §3.5)"
-    )
-);
-
-/// An action's states, from [`ActionState::ALL`].
-pub(crate) struct ActionStateSchema;
-named_schema!(
-    ActionStateSchema,
-    "ActionState",
-    string_enum(
-        ActionState::ALL.iter().map(|s| s.as_str()),
-        "an action's state (SPEC §2.2)"
-    )
-);
-
-/// The stop reasons of an ended action, from [`StopReason::ALL`].
-pub(crate) struct StopReasonSchema;
-named_schema!(
-    StopReasonSchema,
-    "StopReason",
-    string_enum(
-        StopReason::ALL.iter().map(|r| r.as_str()),
-        "why an action ended (SPEC §2.2)"
-    )
-);
 
 /// A tenant or project identity (SPEC §3.1), as `wharf_core::envelope` checks it.
 pub(crate) struct Identity;

@@ -24,13 +24,14 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use wharf::outbox::{self, ActionState, AuditEntry, Finding, Operator, Registry, Resolution};
+use wharf::outbox::{
+    self, ActionState, ActionView, AuditEntry, Finding, Operator, Registry, Resolution,
+};
 
-use crate::actions::ActionJson;
 use crate::auth::OperatorToken;
 use crate::error::{ApiError, CorrelationId, ErrorBody, outbox_error};
 use crate::extract::{ApiBody, ApiPath, ApiQuery};
-use crate::openapi::{ActionStateSchema, Identity};
+use crate::openapi::Identity;
 
 /// The actor written to the audit when a request names none.
 pub const DEFAULT_ACTOR: &str = "operator-token";
@@ -70,7 +71,7 @@ pub fn routes(pool: sqlx::PgPool, registry: Arc<Registry>, token: OperatorToken)
 #[into_params(parameter_in = Query)]
 struct ListQuery {
     /// Only this state.
-    #[param(value_type = Option<ActionStateSchema>)]
+    #[param(value_type = Option<ActionState>)]
     state: Option<String>,
     /// Only this kind.
     kind: Option<String>,
@@ -113,7 +114,7 @@ fn limit_of(limit: Option<u32>, max: u32, correlation: &CorrelationId) -> Result
     security(("operatorToken" = [])),
     params(ListQuery),
     responses(
-        (status = 200, description = "a page", body = Page<ActionJson>),
+        (status = 200, description = "a page", body = Page<ActionView>),
         (status = 400, description = "a bad filter, limit or query parameter", body = ErrorBody),
         (status = 401, description = "no or a wrong operator token", body = ErrorBody),
         (status = 503, description = "`unavailable`: the database failed; nothing changed", body = ErrorBody),
@@ -124,7 +125,7 @@ async fn list(
     Extension(correlation): Extension<CorrelationId>,
     headers: HeaderMap,
     query: Result<ApiQuery<ListQuery>, ApiError>,
-) -> Result<Json<Page<ActionJson>>, ApiError> {
+) -> Result<Json<Page<ActionView>>, ApiError> {
     ops.token.require(&headers, &correlation)?;
     let ApiQuery(query) = query?;
     let limit = limit_of(query.limit, outbox::LIST_LIMIT_MAX, &correlation)?;
@@ -153,7 +154,7 @@ async fn list(
         .then(|| page.last().map(|v| v.id))
         .flatten();
     Ok(Json(Page {
-        items: page.into_iter().map(ActionJson::from).collect(),
+        items: page,
         next_after,
     }))
 }
@@ -172,9 +173,9 @@ struct CancelBody {
 #[derive(Serialize, utoipa::ToSchema)]
 #[schema(as = Cancelled)]
 struct CancelledJson {
-    action: ActionJson,
+    action: ActionView,
     /// PROPOSED or ADMITTED.
-    #[schema(value_type = ActionStateSchema)]
+    #[schema(value_type = ActionState)]
     from: &'static str,
     audit_id: i64,
 }
@@ -223,7 +224,7 @@ async fn cancel(
         .ok_or_else(|| ApiError::internal(&"cancelled action vanished", &correlation))?;
     commit(tx, &correlation).await?;
     Ok(Json(CancelledJson {
-        action: view.into(),
+        action: view,
         from: cancelled.from.as_str(),
         audit_id: cancelled.audit_id,
     }))
@@ -254,7 +255,7 @@ struct ResolveBody {
 struct ResolvedJson {
     resolution: Resolution,
     /// The resend, when one was asked for.
-    resent: Option<ActionJson>,
+    resent: Option<ActionView>,
     /// False when an earlier resolution already enqueued the same resend.
     resent_created: Option<bool>,
     audit_id: i64,
@@ -305,8 +306,7 @@ async fn resolve(
     let resent = match resolved.resent {
         Some(r) => outbox::get(&mut *tx, r.id)
             .await
-            .map_err(|e| before_commit(e, &correlation))?
-            .map(ActionJson::from),
+            .map_err(|e| before_commit(e, &correlation))?,
         None => None,
     };
     commit(tx, &correlation).await?;

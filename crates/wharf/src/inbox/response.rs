@@ -50,7 +50,14 @@ impl Status {
     /// The HTTP status code SPEC §3.5 and §4 give it.
     pub fn http_status(self) -> u16 {
         match self {
-            Status::Outcome(outcome) => outcome.http_status(),
+            // SPEC §3.5: the accepts and the duplicate are acknowledged (200); a replay
+            // conflicts with what the stream already holds (409); the rest are refused as
+            // unprocessable (422). The core knows outcomes, not status codes.
+            Status::Outcome(
+                Outcome::AcceptDelayed | Outcome::AcceptReordered | Outcome::IgnoreDuplicate,
+            ) => 200,
+            Status::Outcome(Outcome::RefuseReplay) => 409,
+            Status::Outcome(Outcome::RefuseIncompatible | Outcome::RefuseTampered) => 422,
             Status::TooLarge => 413,
             Status::RateLimited => 429,
             Status::Unauthenticated => 401,
@@ -150,5 +157,37 @@ impl BatchResponse {
     /// The HTTP status for the whole request.
     pub fn http_status(&self) -> u16 {
         self.head.status.http_status()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The status table of SPEC §3.5 and §4, written out: every outcome and every
+    /// request-level answer.
+    #[test]
+    fn every_status_has_its_http_status() {
+        let table = [
+            (Status::Outcome(Outcome::AcceptDelayed), 200),
+            (Status::Outcome(Outcome::AcceptReordered), 200),
+            (Status::Outcome(Outcome::IgnoreDuplicate), 200),
+            (Status::Outcome(Outcome::RefuseReplay), 409),
+            (Status::Outcome(Outcome::RefuseIncompatible), 422),
+            (Status::Outcome(Outcome::RefuseTampered), 422),
+            (Status::TooLarge, 413),
+            (Status::RateLimited, 429),
+            (Status::Unauthenticated, 401),
+            (Status::Unavailable, 503),
+            (Status::Decided, 200),
+        ];
+        for (status, code) in table {
+            assert_eq!(status.http_status(), code, "{status:?}");
+        }
+        assert_eq!(
+            table.len(),
+            Outcome::ALL.len() + 5,
+            "every outcome is listed"
+        );
     }
 }

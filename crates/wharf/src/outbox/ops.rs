@@ -1,7 +1,8 @@
 //! The outbox's calls for applications and operators: enqueue, admission, reading, erasure and
 //! retention. Each takes the caller's connection or transaction first (STYLE §3).
 //!
-//! Owns: idempotency by key and digest, and the mapping from store rows to [`ActionView`]. Must
+//! Owns: idempotency by key and digest, and [`ActionView`], the one shape of an action outside
+//! the crate (the store decodes its rows into it; the HTTP API serializes it). Must
 //! not know: adapters' behaviour or the executor.
 
 use std::collections::HashMap;
@@ -186,8 +187,11 @@ pub async fn delete_ended_before<'c>(
     Ok(store::outbox::delete_ended(executor, cutoff, batch_max).await?)
 }
 
-/// One action as the outside sees it.
-#[derive(Debug, Clone, PartialEq)]
+/// One action as the outside sees it, and as the HTTP API answers it: its `Serialize` is the
+/// API's `Action` JSON, which leaves out the fence's own columns (the digest, the kind's flags,
+/// the lease and the write mark) and the payload once the action ended.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = Action))]
 #[non_exhaustive]
 pub struct ActionView {
     pub id: i64,
@@ -197,8 +201,11 @@ pub struct ActionView {
     pub lane_key: String,
     pub idempotency_key: String,
     /// SHA-256 of the content, hex.
+    #[serde(skip)]
     pub content_digest: String,
+    #[serde(skip)]
     pub at_most_once: bool,
+    #[serde(skip)]
     pub instance_level: bool,
     pub state: ActionState,
     /// Set exactly when the action ended.
@@ -208,11 +215,14 @@ pub struct ActionView {
     pub attempt: u32,
     pub max_attempts: u32,
     /// Gone once the action ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
     pub subject_account_id: Option<String>,
     pub run_at: DateTime<Utc>,
     pub expires_at: Option<DateTime<Utc>>,
+    #[serde(skip)]
     pub lease_expires_at: Option<DateTime<Utc>>,
+    #[serde(skip)]
     pub write_started_at: Option<DateTime<Utc>>,
     pub readback_ref: Option<String>,
     pub error_code: Option<String>,
@@ -223,10 +233,7 @@ pub struct ActionView {
 /// Reads one action. `None` when there is none with that id (never enqueued, erased, or
 /// deleted by retention).
 pub async fn get<'c>(executor: impl PgExecutor<'c>, id: i64) -> Result<Option<ActionView>, Error> {
-    store::outbox::get(executor, id)
-        .await?
-        .map(view)
-        .transpose()
+    Ok(store::outbox::get(executor, id).await?)
 }
 
 /// Most actions one [`list`] page returns.
@@ -264,7 +271,7 @@ pub async fn list<'c>(
     } else {
         filter.limit
     };
-    store::outbox::list(
+    Ok(store::outbox::list(
         executor,
         filter.state.map(|s| s.as_str()),
         filter.kind.as_deref(),
@@ -272,44 +279,7 @@ pub async fn list<'c>(
         filter.after_id,
         limit,
     )
-    .await?
-    .into_iter()
-    .map(view)
-    .collect()
-}
-
-fn view(row: store::outbox::ActionRow) -> Result<ActionView, Error> {
-    let bad = |what: String| Error::Database(sqlx::Error::Protocol(what));
-    Ok(ActionView {
-        id: row.id,
-        state: row.state.parse().map_err(|e| bad(format!("{e}")))?,
-        stop_reason: row
-            .stop_reason
-            .map(|r| r.parse::<StopReason>())
-            .transpose()
-            .map_err(|e| bad(format!("{e}")))?,
-        kind: row.kind,
-        tenant_id: row.tenant_id,
-        project_id: row.project_id,
-        lane_key: row.lane_key,
-        idempotency_key: row.idempotency_key,
-        content_digest: hex::encode(row.content_digest),
-        at_most_once: row.at_most_once,
-        instance_level: row.instance_level,
-        epoch: row.epoch,
-        attempt: u32::try_from(row.attempt).unwrap_or(0),
-        max_attempts: u32::try_from(row.max_attempts).unwrap_or(0),
-        payload: row.payload,
-        subject_account_id: row.subject_account_id,
-        run_at: row.run_at,
-        expires_at: row.expires_at,
-        lease_expires_at: row.lease_expires_at,
-        write_started_at: row.write_started_at,
-        readback_ref: row.readback_ref,
-        error_code: row.error_code,
-        created_at: row.created_at,
-        ended_at: row.ended_at,
-    })
+    .await?)
 }
 
 /// How much due work waits for one kind ([`due`]).

@@ -10,7 +10,11 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{PgConnection, PgExecutor};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, PgExecutor, Row as _};
+use wharf_core::action::{ActionState, StopReason};
+
+use crate::outbox::ActionView;
 
 /// One row to insert, with every value already validated and decided.
 #[derive(Debug, Clone)]
@@ -163,40 +167,61 @@ pub async fn refuse<'c>(
     Ok(row.map(|(_, kind)| kind))
 }
 
-/// A whole action row, as `get.sql` returns it.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct ActionRow {
-    pub id: i64,
-    pub kind: String,
-    pub tenant_id: Option<String>,
-    pub project_id: Option<String>,
-    pub lane_key: String,
-    pub idempotency_key: String,
-    pub content_digest: Vec<u8>,
-    pub at_most_once: bool,
-    pub instance_level: bool,
-    pub state: String,
-    pub stop_reason: Option<String>,
-    pub epoch: i64,
-    pub attempt: i32,
-    pub max_attempts: i32,
-    pub payload: Option<Value>,
-    pub subject_account_id: Option<String>,
-    pub run_at: DateTime<Utc>,
-    pub expires_at: Option<DateTime<Utc>>,
-    pub lease_expires_at: Option<DateTime<Utc>>,
-    pub write_started_at: Option<DateTime<Utc>>,
-    pub readback_ref: Option<String>,
-    pub error_code: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub ended_at: Option<DateTime<Utc>>,
+/// A whole action row, as `get.sql` and `list.sql` return it, decoded into the one public shape.
+/// A state or stop reason the core does not know (a schema newer than this binary) is a decode
+/// error, never a guess.
+impl<'r> sqlx::FromRow<'r, PgRow> for ActionView {
+    fn from_row(row: &'r PgRow) -> Result<Self, sqlx::Error> {
+        let decode =
+            |column: &str, e: Box<dyn std::error::Error + Send + Sync>| sqlx::Error::ColumnDecode {
+                index: column.to_owned(),
+                source: e,
+            };
+        let state: String = row.try_get("state")?;
+        let stop_reason: Option<String> = row.try_get("stop_reason")?;
+        let attempt: i32 = row.try_get("attempt")?;
+        let max_attempts: i32 = row.try_get("max_attempts")?;
+        let digest: Vec<u8> = row.try_get("content_digest")?;
+        Ok(ActionView {
+            id: row.try_get("id")?,
+            kind: row.try_get("kind")?,
+            tenant_id: row.try_get("tenant_id")?,
+            project_id: row.try_get("project_id")?,
+            lane_key: row.try_get("lane_key")?,
+            idempotency_key: row.try_get("idempotency_key")?,
+            content_digest: hex::encode(digest),
+            at_most_once: row.try_get("at_most_once")?,
+            instance_level: row.try_get("instance_level")?,
+            state: state
+                .parse::<ActionState>()
+                .map_err(|e| decode("state", e.into()))?,
+            stop_reason: stop_reason
+                .map(|r| r.parse::<StopReason>())
+                .transpose()
+                .map_err(|e| decode("stop_reason", e.into()))?,
+            epoch: row.try_get("epoch")?,
+            attempt: u32::try_from(attempt).map_err(|e| decode("attempt", e.into()))?,
+            max_attempts: u32::try_from(max_attempts)
+                .map_err(|e| decode("max_attempts", e.into()))?,
+            payload: row.try_get("payload")?,
+            subject_account_id: row.try_get("subject_account_id")?,
+            run_at: row.try_get("run_at")?,
+            expires_at: row.try_get("expires_at")?,
+            lease_expires_at: row.try_get("lease_expires_at")?,
+            write_started_at: row.try_get("write_started_at")?,
+            readback_ref: row.try_get("readback_ref")?,
+            error_code: row.try_get("error_code")?,
+            created_at: row.try_get("created_at")?,
+            ended_at: row.try_get("ended_at")?,
+        })
+    }
 }
 
 /// One action by id (`get.sql`).
 pub async fn get<'c>(
     executor: impl PgExecutor<'c>,
     id: i64,
-) -> Result<Option<ActionRow>, sqlx::Error> {
+) -> Result<Option<ActionView>, sqlx::Error> {
     sqlx::query_as(include_str!("../../sql/outbox/get.sql"))
         .bind(id)
         .fetch_optional(executor)
@@ -211,7 +236,7 @@ pub async fn list<'c>(
     tenant_id: Option<&str>,
     after_id: Option<i64>,
     limit: u32,
-) -> Result<Vec<ActionRow>, sqlx::Error> {
+) -> Result<Vec<ActionView>, sqlx::Error> {
     sqlx::query_as(include_str!("../../sql/outbox/list.sql"))
         .bind(state)
         .bind(kind)
