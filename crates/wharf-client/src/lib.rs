@@ -1,7 +1,7 @@
 //! The producer side of wharf's inbox: build, sign and send `controlplane/v1` envelopes.
 //!
 //! ```no_run
-//! # async fn example() -> Result<(), wharf_client::ClientError> {
+//! # async fn example() -> Result<(), wharf_client::Error> {
 //! use wharf_client::{Producer, ProducerConfig};
 //! let seed = [7u8; 32]; // from `wharf key generate`
 //! let config = ProducerConfig::new(
@@ -29,7 +29,7 @@
 //! after a lost answer is recognised by the server as a duplicate (`ignore-duplicate`) and never
 //! stored twice. Only answers that say nothing was decided are retried: a transport failure,
 //! 429 (after its `Retry-After`), 502, 503, 504. A decided outcome (200, 409, 422) is returned as
-//! an [`Answer`]; 401, 413 and other client errors are a [`ClientError::Refused`].
+//! an [`Answer`]; 401, 413 and other client errors are a [`Error::Refused`].
 //!
 //! TLS uses rustls with the *ring* provider and the webpki root store; plain `http://` works for
 //! loopback and tests.
@@ -126,7 +126,7 @@ impl ProducerConfig {
 /// Why a send (or a build) failed. A decided refusal is not an error: it is an [`Answer`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ClientError {
+pub enum Error {
     /// The envelope breaks a bound of SPEC §3.1 (or the key id does); nothing was sent. Fix the
     /// input; retrying never helps.
     #[error("envelope cannot be built: {0}")]
@@ -286,14 +286,14 @@ pub struct Producer {
 }
 
 /// A rustls configuration with the *ring* provider and the webpki roots.
-fn tls_config() -> Result<rustls::ClientConfig, ClientError> {
+fn tls_config() -> Result<rustls::ClientConfig, Error> {
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .map_err(|e| ClientError::Setup(format!("TLS: {e}")))?
+    .map_err(|e| Error::Setup(format!("TLS: {e}")))?
     .with_root_certificates(roots)
     .with_no_client_auth();
     Ok(config)
@@ -301,11 +301,11 @@ fn tls_config() -> Result<rustls::ClientConfig, ClientError> {
 
 /// Percent-free path segment check: identities are `[A-Za-z0-9._:-]`, so they go into the URL as
 /// they are; anything else is refused before it could change the path.
-fn segment(what: &str, value: &str) -> Result<(), ClientError> {
+fn segment(what: &str, value: &str) -> Result<(), Error> {
     if wharf_core::envelope::is_identity(value) {
         Ok(())
     } else {
-        Err(ClientError::Setup(format!(
+        Err(Error::Setup(format!(
             "{what} {value:?} is not a wharf identity"
         )))
     }
@@ -315,7 +315,7 @@ impl Producer {
     /// A producer whose next envelope gets `next_sequence` (≥ 1). Persist
     /// [`Producer::next_sequence`] between runs: reusing a sequence with different content is
     /// refused as tampered.
-    pub fn new(config: ProducerConfig, next_sequence: u64) -> Result<Producer, ClientError> {
+    pub fn new(config: ProducerConfig, next_sequence: u64) -> Result<Producer, Error> {
         segment("tenant", &config.tenant)?;
         segment("project", &config.project)?;
         let http = reqwest::Client::builder()
@@ -325,7 +325,7 @@ impl Producer {
             // A redirect would re-send the credential to wherever it points.
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| ClientError::Setup(e.to_string()))?;
+            .map_err(|e| Error::Setup(e.to_string()))?;
         let base = config.base_url.trim_end_matches('/');
         let prefix = format!(
             "{base}/v1/tenants/{}/projects/{}/envelopes",
@@ -372,7 +372,7 @@ impl Producer {
         event_type: &str,
         payload: Value,
         idempotency_key: Option<String>,
-    ) -> Result<Envelope, ClientError> {
+    ) -> Result<Envelope, Error> {
         let event_id = ulid::Ulid::new().to_string();
         let mut state = self.state();
         let envelope = Envelope {
@@ -398,7 +398,7 @@ impl Producer {
     }
 
     /// Signs any envelope with this producer's key (for callers that build their own).
-    pub fn sign(&self, envelope: &Envelope) -> Result<Envelope, ClientError> {
+    pub fn sign(&self, envelope: &Envelope) -> Result<Envelope, Error> {
         Ok(wharf_core::sign::sign(
             envelope,
             &self.config.signing_key,
@@ -412,13 +412,13 @@ impl Producer {
     }
 
     /// Sends one envelope, retrying the same bytes until the server decides.
-    pub async fn send(&self, envelope: &Envelope) -> Result<Answer, ClientError> {
+    pub async fn send(&self, envelope: &Envelope) -> Result<Answer, Error> {
         let body = envelope
             .to_canonical_json()
-            .map_err(|e| ClientError::Build(wharf_core::envelope::EnvelopeError::from(e).into()))?;
+            .map_err(|e| Error::Build(wharf_core::envelope::EnvelopeError::from(e).into()))?;
         let (status, bytes, attempts) = self.exchange(&self.single_url, body).await?;
         let decided: wire::Decided =
-            serde_json::from_slice(&bytes).map_err(|e| ClientError::Exhausted {
+            serde_json::from_slice(&bytes).map_err(|e| Error::Exhausted {
                 attempts,
                 last: format!("HTTP {status} with an unreadable answer: {e}"),
             })?;
@@ -437,16 +437,18 @@ impl Producer {
 
     /// Sends many envelopes of this stream in one request, retrying the same bytes until the
     /// server decides them all (in one transaction).
-    pub async fn send_batch(&self, envelopes: &[Envelope]) -> Result<BatchAnswer, ClientError> {
+    pub async fn send_batch(&self, envelopes: &[Envelope]) -> Result<BatchAnswer, Error> {
         let mut body = Vec::with_capacity(envelopes.len() * 1024 + 16);
         body.extend_from_slice(b"{\"envelopes\":[");
         for (i, envelope) in envelopes.iter().enumerate() {
             if i > 0 {
                 body.push(b',');
             }
-            body.extend(envelope.to_canonical_json().map_err(|e| {
-                ClientError::Build(wharf_core::envelope::EnvelopeError::from(e).into())
-            })?);
+            body.extend(
+                envelope.to_canonical_json().map_err(|e| {
+                    Error::Build(wharf_core::envelope::EnvelopeError::from(e).into())
+                })?,
+            );
         }
         body.extend_from_slice(b"]}");
         let (status, bytes, attempts) = self.exchange(&self.batch_url, body).await?;
@@ -454,7 +456,7 @@ impl Producer {
             // A batch refused as a whole (not a bounded list of envelopes) answers like a single
             // refusal; nothing in it was decided.
             let decided: Option<wire::Decided> = serde_json::from_slice(&bytes).ok();
-            return Err(ClientError::Refused {
+            return Err(Error::Refused {
                 status,
                 code: decided
                     .as_ref()
@@ -465,11 +467,10 @@ impl Producer {
                 correlation_id: decided.map_or_else(String::new, |d| d.correlation_id),
             });
         }
-        let batch: wire::Batch =
-            serde_json::from_slice(&bytes).map_err(|e| ClientError::Exhausted {
-                attempts,
-                last: format!("HTTP {status} with an unreadable answer: {e}"),
-            })?;
+        let batch: wire::Batch = serde_json::from_slice(&bytes).map_err(|e| Error::Exhausted {
+            attempts,
+            last: format!("HTTP {status} with an unreadable answer: {e}"),
+        })?;
         self.remember(batch.acknowledged_sequence);
         let items = batch
             .results
@@ -484,7 +485,7 @@ impl Producer {
                     original: item.original,
                 })
             })
-            .collect::<Result<Vec<_>, ClientError>>()?;
+            .collect::<Result<Vec<_>, Error>>()?;
         Ok(BatchAnswer {
             correlation_id: batch.correlation_id,
             acknowledged_sequence: batch.acknowledged_sequence,
@@ -495,7 +496,7 @@ impl Producer {
 
     /// POSTs `body` until an answer that decided something (200, 409, 422) or a refusal that
     /// retrying cannot change. Returns the status, the body and the attempts made.
-    async fn exchange(&self, url: &str, body: Vec<u8>) -> Result<(u16, Vec<u8>, u32), ClientError> {
+    async fn exchange(&self, url: &str, body: Vec<u8>) -> Result<(u16, Vec<u8>, u32), Error> {
         let body = bytes_of(body);
         let attempts_max = self.config.attempts_max.max(1);
         let mut last = String::new();
@@ -535,13 +536,13 @@ impl Producer {
                         _ => {
                             let error: Option<wire::Error> = serde_json::from_slice(&bytes).ok();
                             return Err(match error {
-                                Some(e) => ClientError::Refused {
+                                Some(e) => Error::Refused {
                                     status,
                                     code: e.code,
                                     reason: e.reason,
                                     correlation_id: e.correlation_id,
                                 },
-                                None => ClientError::Refused {
+                                None => Error::Refused {
                                     status,
                                     code: "unknown".into(),
                                     reason: String::new(),
@@ -560,7 +561,7 @@ impl Producer {
             tracing::debug!(attempt, %last, "wharf send attempt failed; retrying the same envelope");
             self.pause(attempt, attempts_max, wait).await;
         }
-        Err(ClientError::Exhausted {
+        Err(Error::Exhausted {
             attempts: attempts_max,
             last,
         })
@@ -581,8 +582,8 @@ fn bytes_of(body: Vec<u8>) -> bytes::Bytes {
     bytes::Bytes::from(body)
 }
 
-fn parse_outcome(text: &str, attempts: u32) -> Result<Outcome, ClientError> {
-    text.parse().map_err(|()| ClientError::Exhausted {
+fn parse_outcome(text: &str, attempts: u32) -> Result<Outcome, Error> {
+    text.parse().map_err(|()| Error::Exhausted {
         attempts,
         last: format!("unknown outcome {text:?}"),
     })
@@ -656,7 +657,7 @@ mod tests {
             .envelope("sync_cursor", serde_json::json!({"producer_id": "p", "acknowledged_sequence": 0, "acknowledged_event_id": null, "version": 1}), None)
             .unwrap();
         match p.send(&e).await {
-            Err(ClientError::Exhausted { attempts: 2, .. }) => {}
+            Err(Error::Exhausted { attempts: 2, .. }) => {}
             other => panic!("{other:?}"),
         }
     }

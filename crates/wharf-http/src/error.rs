@@ -6,7 +6,8 @@
 //! the same correlation id, so an operator can find it and a client learns nothing it should not.
 //!
 //! Every library error an HTTP answer can come from is mapped here, once: the outbox's
-//! (`outbox_error`, `outbox_not_committed`), the outbound side's (`outbound_not_committed`)
+//! (`outbox_error`, `outbox_not_committed`), the outbound side's (`outbound_not_committed`),
+//! the inbox administration's (`inbox_not_committed`), the console's (`console_not_committed`)
 //! and the inbox's answers that decided nothing (`ApiError::from_inbox`), with the status of
 //! every inbox answer (`inbox_status`). Handlers call these; none holds a status table of its
 //! own.
@@ -27,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use wharf::commit::{CommitError, Committed};
 use wharf::inbox::{Response as InboxAnswer, Status as InboxStatus};
-use wharf::{outbound, outbox};
+use wharf::{console, inbox, outbound, outbox};
 
 /// The header that carries a request's correlation id, in and out.
 pub const CORRELATION_HEADER: &str = "x-correlation-id";
@@ -362,6 +363,46 @@ pub(crate) fn outbound_not_committed(
         }
         outbound::Error::Outbox(e) => outbox_not_committed(e, correlation),
         outbound::Error::Database(e) => {
+            ApiError::commit(&CommitError::before_commit(e), correlation)
+        }
+        other => ApiError::internal(&other, correlation),
+    }
+}
+
+/// An inbox administration error (keys, credentials, streams, settings) from a read, or from
+/// inside a write's transaction before its COMMIT was sent: a database failure there committed
+/// nothing.
+pub(crate) fn inbox_not_committed(error: inbox::Error, correlation: &CorrelationId) -> ApiError {
+    use inbox::Error as InboxError;
+    match error {
+        InboxError::Invalid { .. } => ApiError::invalid(error.to_string(), correlation),
+        InboxError::NotFound { .. } => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            error.to_string(),
+            correlation,
+        ),
+        InboxError::Conflict(_) => ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            error.to_string(),
+            correlation,
+        ),
+        // Inside the transaction, before its COMMIT: nothing was committed.
+        InboxError::Database(e) => ApiError::commit(&CommitError::before_commit(e), correlation),
+        other => ApiError::internal(&other, correlation),
+    }
+}
+
+/// A console error (its audit trail, sign-in records) from inside a transaction before its
+/// COMMIT was sent: a database failure there committed nothing.
+pub(crate) fn console_not_committed(
+    error: console::Error,
+    correlation: &CorrelationId,
+) -> ApiError {
+    match error {
+        console::Error::Invalid { .. } => ApiError::invalid(error.to_string(), correlation),
+        console::Error::Database(e) => {
             ApiError::commit(&CommitError::before_commit(e), correlation)
         }
         other => ApiError::internal(&other, correlation),

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::error::NatsError;
+use crate::error::Error;
 use crate::subject::SubjectPattern;
 
 /// Default of [`JetStreamConfig::in_flight_max`].
@@ -149,11 +149,11 @@ impl JetStreamConfig {
     }
 
     /// Checks every bound; returns the parsed subject pattern.
-    pub fn validate(&self) -> Result<SubjectPattern, NatsError> {
+    pub fn validate(&self) -> Result<SubjectPattern, Error> {
         if !(self.url.starts_with("nats://") || self.url.starts_with("tls://"))
             || self.url.len() <= "nats://".len()
         {
-            return Err(NatsError::config(
+            return Err(Error::config(
                 "url",
                 format!(
                     "{:?}: must be nats://host:port or tls://host:port",
@@ -168,13 +168,13 @@ impl JetStreamConfig {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         };
         if !name_ok(&self.stream) {
-            return Err(NatsError::config(
+            return Err(Error::config(
                 "stream",
                 format!("{:?}: 1..={NAME_BYTES_MAX} of A-Z a-z 0-9 _ -", self.stream),
             ));
         }
         if !name_ok(&self.consumer) {
-            return Err(NatsError::config(
+            return Err(Error::config(
                 "consumer",
                 format!(
                     "{:?}: 1..={NAME_BYTES_MAX} of A-Z a-z 0-9 _ -",
@@ -183,25 +183,25 @@ impl JetStreamConfig {
             ));
         }
         if self.in_flight_max == 0 || self.in_flight_max > IN_FLIGHT_MAX_LIMIT {
-            return Err(NatsError::config(
+            return Err(Error::config(
                 "in_flight_max",
                 format!("must be 1..={IN_FLIGHT_MAX_LIMIT}"),
             ));
         }
         if self.fetch_batch_max == 0 || self.fetch_batch_max > self.in_flight_max {
-            return Err(NatsError::config(
+            return Err(Error::config(
                 "fetch_batch_max",
                 "must be 1..=in_flight_max",
             ));
         }
         if self.message_bytes_max == Some(0) {
-            return Err(NatsError::config("message_bytes_max", "must be at least 1"));
+            return Err(Error::config("message_bytes_max", "must be at least 1"));
         }
         if self.pipeline_ms_max == 0 {
-            return Err(NatsError::config("pipeline_ms_max", "must be at least 1"));
+            return Err(Error::config("pipeline_ms_max", "must be at least 1"));
         }
         if self.ack_wait_ms < self.pipeline_ms_max.saturating_add(ACK_MARGIN_MS) {
-            return Err(NatsError::config(
+            return Err(Error::config(
                 "ack_wait_ms",
                 format!(
                     "{} ms is shorter than a message may spend in the pipeline \
@@ -212,7 +212,7 @@ impl JetStreamConfig {
             ));
         }
         if self.nak_delay_ms == 0 || self.nak_delay_ms > NAK_DELAY_MS_LIMIT {
-            return Err(NatsError::config(
+            return Err(Error::config(
                 "nak_delay_ms",
                 format!("must be 1..={NAK_DELAY_MS_LIMIT}"),
             ));

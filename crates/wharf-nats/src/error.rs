@@ -6,7 +6,7 @@
 /// Errors of the JetStream consumer and publisher.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum NatsError {
+pub enum Error {
     /// A configuration value is refused: `field` names it. Nothing was started; retrying with
     /// the same configuration fails the same way.
     #[error("invalid {field}: {reason}")]
@@ -55,16 +55,16 @@ pub enum NatsError {
     },
 }
 
-impl NatsError {
-    pub(crate) fn config(field: &'static str, reason: impl Into<String>) -> NatsError {
-        NatsError::Config {
+impl Error {
+    pub(crate) fn config(field: &'static str, reason: impl Into<String>) -> Error {
+        Error::Config {
             field,
             reason: reason.into(),
         }
     }
 
-    pub(crate) fn jetstream(what: &'static str, e: impl std::fmt::Display) -> NatsError {
-        NatsError::JetStream {
+    pub(crate) fn jetstream(what: &'static str, e: impl std::fmt::Display) -> Error {
+        Error::JetStream {
             what,
             reason: e.to_string(),
         }

@@ -57,7 +57,7 @@ use wharf::inbox::{Inbox, Peer, Response, Status, new_correlation_id};
 
 use crate::answer::{self, Settlement};
 use crate::config::JetStreamConfig;
-use crate::error::NatsError;
+use crate::error::Error;
 use crate::subject::SubjectPattern;
 
 /// The header holding the producer's credential, as over HTTP: `Bearer <token>`.
@@ -172,7 +172,7 @@ pub struct JetStreamIngest {
 
 impl JetStreamIngest {
     /// A consumer for `inbox`, after checking `config` ([`JetStreamConfig::validate`]).
-    pub fn new(inbox: Arc<Inbox>, config: JetStreamConfig) -> Result<JetStreamIngest, NatsError> {
+    pub fn new(inbox: Arc<Inbox>, config: JetStreamConfig) -> Result<JetStreamIngest, Error> {
         let pattern = config.validate()?;
         let message_bytes_max = config
             .message_bytes_max
@@ -269,7 +269,7 @@ impl JetStreamIngest {
     /// the durable consumer, and handles up to `in_flight_max` messages at once. On stop it
     /// asks for no more and lets the messages in hand finish (each is settled, or, if the
     /// process dies first, redelivered after the ack wait).
-    pub async fn run(&self, stop: impl Future<Output = ()> + Send) -> Result<(), NatsError> {
+    pub async fn run(&self, stop: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let stop = stop.boxed().shared();
         let mut pause = Duration::from_millis(RECONNECT_MS_MIN);
         loop {
@@ -285,7 +285,7 @@ impl JetStreamIngest {
                 },
                 () = stop.clone() => return Ok(()),
             };
-            if let NatsError::Config { .. } | NatsError::Credentials { .. } = failed {
+            if let Error::Config { .. } | Error::Credentials { .. } = failed {
                 return Err(failed);
             }
             tracing::warn!(consumer = %self.config.peer_name(), error = %failed,
@@ -300,7 +300,7 @@ impl JetStreamIngest {
 
     /// Connects and sets up the stream (created with the pattern's filter when missing) and the
     /// durable consumer (created, or updated to this configuration).
-    pub async fn connect(&self) -> Result<(async_nats::Client, consumer::PullConsumer), NatsError> {
+    pub async fn connect(&self) -> Result<(async_nats::Client, consumer::PullConsumer), Error> {
         let client = connect(&self.config.url, self.config.credentials_file.as_deref()).await?;
         let context = jetstream::new(client.clone());
         let filter = self.pattern.filter();
@@ -311,7 +311,7 @@ impl JetStreamIngest {
                 ..Default::default()
             })
             .await
-            .map_err(|e| NatsError::jetstream("stream set-up", e))?;
+            .map_err(|e| Error::jetstream("stream set-up", e))?;
         let in_flight = i64::try_from(self.config.in_flight_max).unwrap_or(i64::MAX);
         let consumer = stream
             .create_consumer(consumer::pull::Config {
@@ -324,7 +324,7 @@ impl JetStreamIngest {
                 ..Default::default()
             })
             .await
-            .map_err(|e| NatsError::jetstream("consumer set-up", e))?;
+            .map_err(|e| Error::jetstream("consumer set-up", e))?;
         Ok((client, consumer))
     }
 
@@ -333,7 +333,7 @@ impl JetStreamIngest {
         client: &async_nats::Client,
         consumer: &consumer::PullConsumer,
         stop: impl Future<Output = ()> + Send,
-    ) -> Result<(), NatsError> {
+    ) -> Result<(), Error> {
         let messages = consumer
             .stream()
             .max_messages_per_batch(self.config.fetch_batch_max)
@@ -341,7 +341,7 @@ impl JetStreamIngest {
             .heartbeat(Duration::from_millis(PULL_EXPIRES_MS / 10))
             .messages()
             .await
-            .map_err(|e| NatsError::jetstream("pull", e))?;
+            .map_err(|e| Error::jetstream("pull", e))?;
         let ended = std::sync::atomic::AtomicBool::new(false);
         messages
             .take_until(stop)
@@ -361,7 +361,7 @@ impl JetStreamIngest {
             })
             .await;
         if ended.load(Ordering::Relaxed) {
-            return Err(NatsError::jetstream("consume", "the consumer was deleted"));
+            return Err(Error::jetstream("consume", "the consumer was deleted"));
         }
         Ok(())
     }
@@ -596,21 +596,20 @@ fn is_reply_subject(s: &str) -> bool {
 pub(crate) async fn connect(
     url: &str,
     credentials_file: Option<&std::path::Path>,
-) -> Result<async_nats::Client, NatsError> {
+) -> Result<async_nats::Client, Error> {
     let mut options = async_nats::ConnectOptions::new()
         .name("wharf")
         .connection_timeout(Duration::from_secs(5));
     if let Some(path) = credentials_file {
-        options =
-            options
-                .credentials_file(path)
-                .await
-                .map_err(|source| NatsError::Credentials {
-                    path: path.display().to_string(),
-                    source,
-                })?;
+        options = options
+            .credentials_file(path)
+            .await
+            .map_err(|source| Error::Credentials {
+                path: path.display().to_string(),
+                source,
+            })?;
     }
-    options.connect(url).await.map_err(|e| NatsError::Connect {
+    options.connect(url).await.map_err(|e| Error::Connect {
         url: url.to_owned(),
         reason: e.to_string(),
     })

@@ -12,7 +12,7 @@
 //! # Quick start
 //!
 //! ```no_run
-//! # async fn example(pool: sqlx::PgPool) -> Result<(), wharf_nats::NatsError> {
+//! # async fn example(pool: sqlx::PgPool) -> Result<(), wharf_nats::Error> {
 //! use std::sync::Arc;
 //! use wharf::inbox::{Inbox, InboxConfig};
 //! use wharf_nats::{JetStreamConfig, JetStreamIngest};
@@ -41,7 +41,7 @@ pub use config::{
     IN_FLIGHT_MAX_LIMIT, JetStreamConfig, NAK_DELAY_MS_DEFAULT, NAK_DELAY_MS_LIMIT,
     PIPELINE_MS_MAX_DEFAULT,
 };
-pub use error::NatsError;
+pub use error::Error;
 pub use ingest::{
     AUTHORIZATION_HEADER, JetStreamIngest, JetStreamStats, Processed, REPLY_TO_HEADER,
     STATUS_HEADER,

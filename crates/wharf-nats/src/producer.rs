@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use futures::StreamExt;
 
-use crate::error::NatsError;
+use crate::error::Error;
 use crate::ingest::{AUTHORIZATION_HEADER, CORRELATION_HEADER, REPLY_TO_HEADER, STATUS_HEADER};
 use crate::publish::Published;
 
@@ -36,8 +36,8 @@ pub struct NatsProducer {
     js: jetstream::Context,
 }
 
-fn publish_error(e: &jetstream::context::PublishError, sent: bool) -> NatsError {
-    NatsError::Publish {
+fn publish_error(e: &jetstream::context::PublishError, sent: bool) -> Error {
+    Error::Publish {
         kind: "refused",
         sent,
         reason: e.to_string(),
@@ -49,7 +49,7 @@ impl NatsProducer {
     pub async fn connect(
         url: &str,
         credentials_file: Option<&std::path::Path>,
-    ) -> Result<NatsProducer, NatsError> {
+    ) -> Result<NatsProducer, Error> {
         let client = crate::ingest::connect(url, credentials_file).await?;
         Ok(NatsProducer {
             js: jetstream::new(client.clone()),
@@ -75,7 +75,7 @@ impl NatsProducer {
         event_id: &str,
         body: Vec<u8>,
         answer_timeout: Option<Duration>,
-    ) -> Result<(Published, Option<NatsAnswer>), NatsError> {
+    ) -> Result<(Published, Option<NatsAnswer>), Error> {
         let mut headers = NatsProducer::headers(token, event_id);
         let mut replies = None;
         if answer_timeout.is_some() {
@@ -84,7 +84,7 @@ impl NatsProducer {
                 .client
                 .subscribe(reply_to.clone())
                 .await
-                .map_err(|e| NatsError::jetstream("subscribe", e))?;
+                .map_err(|e| Error::jetstream("subscribe", e))?;
             headers.insert(REPLY_TO_HEADER, reply_to.as_str());
             replies = Some(subscription);
         }
@@ -131,7 +131,7 @@ impl NatsProducer {
     pub async fn publish_many(
         &self,
         messages: Vec<(String, String, String, Vec<u8>)>,
-    ) -> Result<u64, NatsError> {
+    ) -> Result<u64, Error> {
         let mut stored = 0;
         let mut pending = futures::stream::FuturesUnordered::new();
         for (subject, token, event_id, body) in messages {
@@ -160,16 +160,16 @@ impl NatsProducer {
     }
 
     /// Deletes a stream (the bench's own, after a run). A missing stream is not an error.
-    pub async fn delete_stream(&self, stream: &str) -> Result<(), NatsError> {
+    pub async fn delete_stream(&self, stream: &str) -> Result<(), Error> {
         match self.js.delete_stream(stream).await {
             Ok(_) => Ok(()),
             Err(e) if e.to_string().contains("not found") => Ok(()),
-            Err(e) => Err(NatsError::jetstream("stream delete", e)),
+            Err(e) => Err(Error::jetstream("stream delete", e)),
         }
     }
 
     /// Creates a stream over `subjects` (replacing nothing: it must not exist).
-    pub async fn create_stream(&self, stream: &str, subjects: &str) -> Result<(), NatsError> {
+    pub async fn create_stream(&self, stream: &str, subjects: &str) -> Result<(), Error> {
         self.js
             .create_stream(jetstream::stream::Config {
                 name: stream.to_owned(),
@@ -178,6 +178,6 @@ impl NatsProducer {
             })
             .await
             .map(|_| ())
-            .map_err(|e| NatsError::jetstream("stream create", e))
+            .map_err(|e| Error::jetstream("stream create", e))
     }
 }

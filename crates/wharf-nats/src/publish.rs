@@ -18,7 +18,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, context::PublishErrorKind};
 use tokio::sync::Mutex;
 
-use crate::error::NatsError;
+use crate::error::Error;
 
 /// Most servers one publisher keeps a client for (destinations come from configuration).
 pub const SERVERS_MAX: usize = 64;
@@ -75,13 +75,13 @@ impl Publisher {
         }
     }
 
-    async fn context(&self, server: &str) -> Result<jetstream::Context, NatsError> {
+    async fn context(&self, server: &str) -> Result<jetstream::Context, Error> {
         let mut clients = self.clients.lock().await;
         if let Some(context) = clients.get(server) {
             return Ok(context.clone());
         }
         if clients.len() >= SERVERS_MAX {
-            return Err(NatsError::config(
+            return Err(Error::config(
                 "envelope.destinations",
                 format!("more than {SERVERS_MAX} NATS servers"),
             ));
@@ -92,7 +92,7 @@ impl Publisher {
             connect,
         )
         .await
-        .map_err(|_| NatsError::Connect {
+        .map_err(|_| Error::Connect {
             url: server.to_owned(),
             reason: "timed out".into(),
         })??;
@@ -111,7 +111,7 @@ impl Publisher {
         message_id: &str,
         headers: &[(&str, &str)],
         body: Vec<u8>,
-    ) -> Result<Published, NatsError> {
+    ) -> Result<Published, Error> {
         let context = self.context(server).await?;
         let mut message = jetstream::message::PublishMessage::build()
             .payload(body.into())
@@ -134,7 +134,7 @@ impl Publisher {
                     kind,
                     PublishErrorKind::StreamNotFound | PublishErrorKind::MaxPayloadExceeded
                 );
-            NatsError::Publish {
+            Error::Publish {
                 kind: code,
                 sent,
                 reason,

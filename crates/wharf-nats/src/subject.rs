@@ -12,7 +12,7 @@
 
 use wharf::inbox::Route;
 
-use crate::error::NatsError;
+use crate::error::Error;
 
 /// Longest pattern, in bytes (NATS subjects are short; this bounds the configuration).
 pub const PATTERN_BYTES_MAX: usize = 256;
@@ -36,8 +36,8 @@ pub struct SubjectPattern {
 impl SubjectPattern {
     /// Parses `pattern`; refuses an empty token, a wildcard, whitespace, a placeholder that is
     /// missing or repeated, or a placeholder mixed with other text in one token.
-    pub fn parse(pattern: &str) -> Result<SubjectPattern, NatsError> {
-        let bad = |why: &str| NatsError::config("subjects", format!("{pattern:?}: {why}"));
+    pub fn parse(pattern: &str) -> Result<SubjectPattern, Error> {
+        let bad = |why: &str| Error::config("subjects", format!("{pattern:?}: {why}"));
         if pattern.is_empty() || pattern.len() > PATTERN_BYTES_MAX {
             return Err(bad(&format!("must be 1..={PATTERN_BYTES_MAX} bytes")));
         }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use lettre::message::Mailbox;
 use serde::Deserialize;
 
-use super::error::EmailError;
+use super::error::Error;
 use super::message::is_dot_atom;
 
 /// Longest any single SMTP step may be allowed to take, and the longest whole attempt. The
@@ -183,9 +183,9 @@ pub(crate) struct Settings {
     pub(crate) call_timeout_ms: u64,
 }
 
-fn timeout(name: &'static str, ms: u64) -> Result<Duration, EmailError> {
+fn timeout(name: &'static str, ms: u64) -> Result<Duration, Error> {
     if !(1..=STEP_TIMEOUT_MS_MAX).contains(&ms) {
-        return Err(EmailError::Config(format!(
+        return Err(Error::Config(format!(
             "{name} must be 1..={STEP_TIMEOUT_MS_MAX}, is {ms}"
         )));
     }
@@ -199,12 +199,13 @@ impl EmailConfig {
     }
 
     /// Checks every field; `mail_dir` is where the file transport writes when no relay is set.
-    pub(crate) fn settings(&self, mail_dir: Option<PathBuf>) -> Result<Settings, EmailError> {
-        let from: Mailbox = self.from.parse().map_err(|e| {
-            EmailError::Config(format!("from {:?} is not a mailbox: {e}", self.from))
-        })?;
+    pub(crate) fn settings(&self, mail_dir: Option<PathBuf>) -> Result<Settings, Error> {
+        let from: Mailbox = self
+            .from
+            .parse()
+            .map_err(|e| Error::Config(format!("from {:?} is not a mailbox: {e}", self.from)))?;
         if !is_dot_atom(&self.message_id_domain) || self.message_id_domain.len() > 255 {
-            return Err(EmailError::Config(format!(
+            return Err(Error::Config(format!(
                 "message_id_domain {:?} must be a dot-atom (letters, digits, dots) of at most 255 bytes",
                 self.message_id_domain
             )));
@@ -214,7 +215,7 @@ impl EmailConfig {
         let data_timeout = timeout("data_timeout_ms", self.data_timeout_ms)?;
         timeout("call_timeout_ms", self.call_timeout_ms)?;
         if self.call_timeout_ms < CALL_TIMEOUT_MS_MIN {
-            return Err(EmailError::Config(format!(
+            return Err(Error::Config(format!(
                 "call_timeout_ms must be at least {CALL_TIMEOUT_MS_MIN}, is {}",
                 self.call_timeout_ms
             )));
@@ -223,7 +224,7 @@ impl EmailConfig {
             (Some(u), Some(p)) => Some((u.clone(), p.clone())),
             (None, None) => None,
             _ => {
-                return Err(EmailError::Config(
+                return Err(Error::Config(
                     "username and password come together or not at all".to_owned(),
                 ));
             }
@@ -231,10 +232,10 @@ impl EmailConfig {
         let transport = match &self.relay_host {
             Some(host) => {
                 if host.is_empty() {
-                    return Err(EmailError::Config("relay_host is empty".to_owned()));
+                    return Err(Error::Config("relay_host is empty".to_owned()));
                 }
                 if self.relay_port == Some(0) {
-                    return Err(EmailError::Config("relay_port 0 is not a port".to_owned()));
+                    return Err(Error::Config("relay_port 0 is not a port".to_owned()));
                 }
                 Transport::Smtp(Relay {
                     host: host.clone(),
@@ -248,7 +249,7 @@ impl EmailConfig {
                 })
             }
             None => Transport::Files(mail_dir.ok_or_else(|| {
-                EmailError::Config(
+                Error::Config(
                     "no relay_host is configured and no mail directory was given".to_owned(),
                 )
             })?),

@@ -7,7 +7,7 @@
 /// Why an email call failed. Validation variants mean nothing was written.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum EmailError {
+pub enum Error {
     /// The `[email]` configuration or the adapter's set-up is invalid (a bad `from`, a timeout
     /// out of bounds, two notices with one name). A configuration error; retrying cannot help.
     #[error("invalid email configuration: {0}")]

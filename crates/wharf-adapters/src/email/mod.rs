@@ -69,7 +69,7 @@ use wharf::outbox::{
 };
 
 pub use config::{CALL_TIMEOUT_MS_MIN, EmailConfig, STEP_TIMEOUT_MS_MAX, TlsMode};
-pub use error::EmailError;
+pub use error::Error;
 pub use message::{
     BODY_BYTES_MAX, Draft, DraftError, NAME_BYTES_MAX, Recipient, SUBJECT_BYTES_MAX, is_dot_atom,
     message_id,
@@ -151,23 +151,21 @@ impl EmailAdapterBuilder {
     }
 
     /// Checks the configuration and the notices.
-    pub fn build(self) -> Result<EmailAdapter, EmailError> {
+    pub fn build(self) -> Result<EmailAdapter, Error> {
         let settings = self.config.settings(self.mail_dir)?;
         if self.notices.len() > NOTICES_MAX {
-            return Err(EmailError::Config(format!("at most {NOTICES_MAX} notices")));
+            return Err(Error::Config(format!("at most {NOTICES_MAX} notices")));
         }
         let mut notices = BTreeMap::new();
         for notice in self.notices {
             let name = notice.name();
             if ErrorCode::new(name).is_err() {
-                return Err(EmailError::Config(format!(
+                return Err(Error::Config(format!(
                     "notice name {name:?} must be 1..=64 bytes of [a-z0-9_.-]"
                 )));
             }
             if notices.insert(name, notice).is_some() {
-                return Err(EmailError::Config(format!(
-                    "two notices are named {name:?}"
-                )));
+                return Err(Error::Config(format!("two notices are named {name:?}")));
             }
         }
         Ok(EmailAdapter { settings, notices })
@@ -243,18 +241,18 @@ impl EmailAdapter {
         conn: &mut PgConnection,
         registry: &Registry,
         request: ActionRequest,
-    ) -> Result<EmailEnqueued, EmailError> {
+    ) -> Result<EmailEnqueued, Error> {
         if request.kind != KIND {
-            return Err(EmailError::UnknownNotice(format!(
+            return Err(Error::UnknownNotice(format!(
                 "the request's kind is {:?}, not {KIND:?}",
                 request.kind
             )));
         }
-        let payload = NoticePayload::parse(&request.payload).map_err(EmailError::UnknownNotice)?;
+        let payload = NoticePayload::parse(&request.payload).map_err(Error::UnknownNotice)?;
         let notice = self.notice(&payload.notice)?;
         notice
             .validate(&payload.event)
-            .map_err(|reason| EmailError::InvalidEvent {
+            .map_err(|reason| Error::InvalidEvent {
                 notice: payload.notice.clone(),
                 reason,
             })?;
@@ -270,9 +268,9 @@ impl EmailAdapter {
             Ok(_) => {}
             Err(Unsent::Withdrawn(code)) => return Ok(EmailEnqueued::Withdrawn(code)),
             Err(Unsent::Invalid { notice, reason }) => {
-                return Err(EmailError::InvalidEvent { notice, reason });
+                return Err(Error::InvalidEvent { notice, reason });
             }
-            Err(Unsent::Database(e)) => return Err(EmailError::Database(e)),
+            Err(Unsent::Database(e)) => return Err(Error::Database(e)),
         }
         let enqueued = wharf::outbox::enqueue(conn, registry, request).await?;
         Ok(EmailEnqueued::Enqueued(enqueued))
@@ -284,7 +282,7 @@ impl EmailAdapter {
         pool: &PgPool,
         registry: &Registry,
         request: ActionRequest,
-    ) -> Result<EmailEnqueued, EmailError> {
+    ) -> Result<EmailEnqueued, Error> {
         let mut tx = pool.begin().await?;
         let out = self.enqueue(&mut tx, registry, request).await?;
         tx.commit().await?;
@@ -301,10 +299,10 @@ impl EmailAdapter {
         matches!(self.settings.transport, Transport::Smtp(_))
     }
 
-    fn notice(&self, name: &str) -> Result<&Arc<dyn Notice>, EmailError> {
+    fn notice(&self, name: &str) -> Result<&Arc<dyn Notice>, Error> {
         self.notices
             .get(name)
-            .ok_or_else(|| EmailError::UnknownNotice(format!("no notice is named {name:?}")))
+            .ok_or_else(|| Error::UnknownNotice(format!("no notice is named {name:?}")))
     }
 
     /// Prepares the message now: the notice's draft, its checks, the suppression list, and
@@ -332,7 +330,7 @@ impl EmailAdapter {
         match suppression::is_suppressed(&mut *conn, &draft.to.address).await {
             Ok(false) => Ok(rendered),
             Ok(true) => Err(Unsent::Withdrawn(RECIPIENT_SUPPRESSED)),
-            Err(EmailError::Database(e)) => Err(Unsent::Database(e)),
+            Err(Error::Database(e)) => Err(Unsent::Database(e)),
             // The address parsed in `render`, so the suppression digest cannot refuse it.
             Err(e) => Err(invalid(e.to_string())),
         }

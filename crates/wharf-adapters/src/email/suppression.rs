@@ -14,16 +14,13 @@ use lettre::Address;
 use sha2::{Digest, Sha256};
 use sqlx::PgExecutor;
 
-use super::error::EmailError;
+use super::error::Error;
 use super::store;
 
 /// The stored digest of an address: SHA-256 of the lower-cased `local@domain`, behind a label
 /// so it differs from any other hash of the same address.
-pub(crate) fn digest(address: &str) -> Result<[u8; 32], EmailError> {
-    let parsed: Address = address
-        .trim()
-        .parse()
-        .map_err(|_| EmailError::InvalidAddress)?;
+pub(crate) fn digest(address: &str) -> Result<[u8; 32], Error> {
+    let parsed: Address = address.trim().parse().map_err(|_| Error::InvalidAddress)?;
     let normal = format!("{}@{}", parsed.user(), parsed.domain()).to_lowercase();
     let mut hasher = Sha256::new();
     hasher.update(b"wharf.email.suppression\n");
@@ -35,19 +32,13 @@ pub(crate) fn digest(address: &str) -> Result<[u8; 32], EmailError> {
 /// the caller's transaction. True when it was not listed yet. From the commit on, no attempt
 /// of any notice to that address contacts the relay: it ends CANCELLED /
 /// `recipient_suppressed`.
-pub async fn suppress<'c>(
-    executor: impl PgExecutor<'c>,
-    address: &str,
-) -> Result<bool, EmailError> {
+pub async fn suppress<'c>(executor: impl PgExecutor<'c>, address: &str) -> Result<bool, Error> {
     Ok(store::suppression_insert(executor, &digest(address)?).await?)
 }
 
 /// Takes an address off the suppression list (the person subscribed again). True when it was
 /// listed.
-pub async fn unsuppress<'c>(
-    executor: impl PgExecutor<'c>,
-    address: &str,
-) -> Result<bool, EmailError> {
+pub async fn unsuppress<'c>(executor: impl PgExecutor<'c>, address: &str) -> Result<bool, Error> {
     Ok(store::suppression_delete(executor, &digest(address)?).await?)
 }
 
@@ -55,7 +46,7 @@ pub async fn unsuppress<'c>(
 pub async fn is_suppressed<'c>(
     executor: impl PgExecutor<'c>,
     address: &str,
-) -> Result<bool, EmailError> {
+) -> Result<bool, Error> {
     Ok(store::suppression_contains(executor, &digest(address)?).await?)
 }
 
@@ -68,7 +59,7 @@ mod tests {
         let a = digest("Ada@Example.COM").unwrap();
         assert_eq!(a, digest(" ada@example.com ").unwrap());
         assert_ne!(a, digest("ada@example.org").unwrap());
-        assert!(matches!(digest("ada"), Err(EmailError::InvalidAddress)));
-        assert!(matches!(digest(""), Err(EmailError::InvalidAddress)));
+        assert!(matches!(digest("ada"), Err(Error::InvalidAddress)));
+        assert!(matches!(digest(""), Err(Error::InvalidAddress)));
     }
 }

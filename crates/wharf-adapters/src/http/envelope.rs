@@ -270,10 +270,10 @@ impl EnvelopeAdapter {
                     if p.duplicate { " duplicate" } else { "" }
                 )),
             },
-            Ok(Err(wharf_nats::NatsError::Publish {
+            Ok(Err(wharf_nats::Error::Publish {
                 kind: "too_large", ..
             })) => failed(envelope_code::JETSTREAM_TOO_LARGE),
-            Ok(Err(wharf_nats::NatsError::Publish { kind, .. })) => retry(kind),
+            Ok(Err(wharf_nats::Error::Publish { kind, .. })) => retry(kind),
             Ok(Err(_)) => retry("connect"),
             // The stream may hold it; a retry under the same message id is deduplicated.
             Err(_) => retry("timeout"),

@@ -21,7 +21,7 @@ use wharf::outbox::{
     StopReason,
 };
 use wharf_adapters::email::{
-    Draft, EmailAdapter, EmailConfig, EmailEnqueued, EmailError, MessageNotice, Notice,
+    Draft, EmailAdapter, EmailConfig, EmailEnqueued, Error as EmailError, MessageNotice, Notice,
     NoticeError, Recipient, TlsMode, message_id, suppress, unsuppress,
 };
 use wharf_testkit::TestDb;

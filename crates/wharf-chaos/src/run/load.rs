@@ -237,7 +237,7 @@ async fn send_until_decided(
     while Instant::now() < deadline {
         match producer.send(envelope).await {
             Ok(answer) => return Some(answer.outcome.as_str().to_owned()),
-            Err(wharf_client::ClientError::Refused { status, code, .. }) => {
+            Err(wharf_client::Error::Refused { status, code, .. }) => {
                 return Some(format!("http-{status}-{code}"));
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,

@@ -24,7 +24,7 @@ use wharf::outbox;
 use super::html::{self, esc, hidden};
 use super::{Console, Failure, Signed, see_other};
 use crate::actions;
-use crate::error::{ApiError, CorrelationId};
+use crate::error::{ApiError, CorrelationId, console_not_committed, inbox_not_committed};
 
 /// A request's parameters (query or form), last value of a name wins. Empty values count as
 /// absent, so an empty filter field filters nothing.
@@ -463,40 +463,6 @@ async fn redrive_preview(
     ))
 }
 
-fn inbox_error(error: wharf::inbox::InboxError, correlation: &CorrelationId) -> ApiError {
-    use wharf::inbox::InboxError;
-    match error {
-        InboxError::Invalid { .. } => ApiError::invalid(error.to_string(), correlation),
-        InboxError::NotFound { .. } => ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not-found",
-            error.to_string(),
-            correlation,
-        ),
-        InboxError::Conflict(_) => ApiError::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            error.to_string(),
-            correlation,
-        ),
-        // Inside the transaction, before its COMMIT: nothing was committed.
-        InboxError::Database(e) => {
-            ApiError::commit(&wharf::commit::CommitError::before_commit(e), correlation)
-        }
-        other => ApiError::internal(&other, correlation),
-    }
-}
-
-fn console_error(error: wharf::console::Error, correlation: &CorrelationId) -> ApiError {
-    match error {
-        wharf::console::Error::Invalid { .. } => ApiError::invalid(error.to_string(), correlation),
-        wharf::console::Error::Database(e) => {
-            ApiError::commit(&wharf::commit::CommitError::before_commit(e), correlation)
-        }
-        other => ApiError::internal(&other, correlation),
-    }
-}
-
 /// `POST /do`: the CSRF token, then the role, then the action and its audit row in one
 /// transaction. Answers 303 to the page that shows the result.
 pub(super) async fn perform(
@@ -603,7 +569,7 @@ pub(super) async fn perform(
         Op::Skip { stream, to, reason } => {
             let change = wharf::inbox::streams::skip(&mut tx, stream, *to, operator, reason)
                 .await
-                .map_err(|e| api(inbox_error(e, &correlation)))?;
+                .map_err(|e| api(inbox_not_committed(e, &correlation)))?;
             (
                 format!("cursor {} -> {}: {reason}", change.before, change.after),
                 stream_page(base, stream, "skipped"),
@@ -617,7 +583,7 @@ pub(super) async fn perform(
             let change =
                 wharf::inbox::streams::advance_floor(&mut tx, stream, *floor, operator, reason)
                     .await
-                    .map_err(|e| api(inbox_error(e, &correlation)))?;
+                    .map_err(|e| api(inbox_not_committed(e, &correlation)))?;
             (
                 format!("floor {} -> {}: {reason}", change.before, change.after),
                 stream_page(base, stream, "floor-advanced"),
@@ -637,7 +603,7 @@ pub(super) async fn perform(
         },
     )
     .await
-    .map_err(|e| api(console_error(e, &correlation)))?;
+    .map_err(|e| api(console_not_committed(e, &correlation)))?;
     actions::commit(tx, &correlation).await.map_err(api)?;
     Ok(see_other(&back))
 }
@@ -747,7 +713,7 @@ pub(super) async fn sign_in(
             let page = sign_in_page(&c, Some(&format!("Your {what} {why}.")));
             return Ok((StatusCode::BAD_REQUEST, Html(page)).into_response());
         }
-        Err(e) => return Err(api(console_error(e, &correlation))),
+        Err(e) => return Err(api(console_not_committed(e, &correlation))),
     };
     wharf::console::record(
         &mut *tx,
@@ -761,7 +727,7 @@ pub(super) async fn sign_in(
         },
     )
     .await
-    .map_err(|e| api(console_error(e, &correlation)))?;
+    .map_err(|e| api(console_not_committed(e, &correlation)))?;
     actions::commit(tx, &correlation).await.map_err(api)?;
     let mut response = see_other(&c.base);
     response.headers_mut().insert(
@@ -796,7 +762,7 @@ pub(super) async fn sign_out(
     let mut tx = actions::begin(&c.pool, &correlation).await.map_err(api)?;
     wharf::console::sign_out(&mut *tx, &signed.token)
         .await
-        .map_err(|e| api(console_error(e, &correlation)))?;
+        .map_err(|e| api(console_not_committed(e, &correlation)))?;
     wharf::console::record(
         &mut *tx,
         Entry {
@@ -809,7 +775,7 @@ pub(super) async fn sign_out(
         },
     )
     .await
-    .map_err(|e| api(console_error(e, &correlation)))?;
+    .map_err(|e| api(console_not_committed(e, &correlation)))?;
     actions::commit(tx, &correlation).await.map_err(api)?;
     let mut response = see_other(&format!("{}/sign-in", c.base));
     response

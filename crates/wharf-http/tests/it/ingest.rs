@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use wharf::inbox::{self, Inbox, InboxConfig, LimitPolicy};
-use wharf_client::{ClientError, Producer, ProducerConfig};
+use wharf_client::{Error as ClientError, Producer, ProducerConfig};
 use wharf_testkit::TestDb;
 
 use crate::support::{http, serve};

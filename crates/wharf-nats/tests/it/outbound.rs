@@ -77,7 +77,7 @@ async fn the_same_envelope_published_twice_is_stored_once() {
         .await
         .unwrap_err();
     assert!(
-        matches!(missing, wharf_nats::NatsError::Publish { sent: false, .. }),
+        matches!(missing, wharf_nats::Error::Publish { sent: false, .. }),
         "{missing:?}"
     );
     fx.cleanup().await;

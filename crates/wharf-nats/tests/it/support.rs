@@ -216,7 +216,7 @@ impl Fx {
 pub struct Running {
     pub ingest: Arc<JetStreamIngest>,
     stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), wharf_nats::NatsError>>,
+    task: tokio::task::JoinHandle<Result<(), wharf_nats::Error>>,
 }
 
 impl Running {

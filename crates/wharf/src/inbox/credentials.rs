@@ -18,7 +18,7 @@ use sha2::{Digest as _, Sha256};
 use sqlx::{PgExecutor, PgPool};
 use subtle::ConstantTimeEq as _;
 
-use super::error::InboxError;
+use super::error::Error;
 use crate::core::envelope::is_identity;
 use crate::store::inbox as store;
 
@@ -127,11 +127,11 @@ fn token_hash(bytes: &[u8; TOKEN_BYTES]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-fn check_identity(what: &'static str, value: &str) -> Result<(), InboxError> {
+fn check_identity(what: &'static str, value: &str) -> Result<(), Error> {
     if is_identity(value) {
         Ok(())
     } else {
-        Err(InboxError::invalid(
+        Err(Error::invalid(
             what,
             "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$",
         ))
@@ -145,7 +145,7 @@ pub(crate) fn is_foreign_key_violation(e: &sqlx::Error) -> bool {
 
 /// Creates a tenant. Returns `true` when it was created, `false` when it already existed (so
 /// provisioning scripts can run twice).
-pub async fn create_tenant<'e>(ex: impl PgExecutor<'e>, tenant: &str) -> Result<bool, InboxError> {
+pub async fn create_tenant<'e>(ex: impl PgExecutor<'e>, tenant: &str) -> Result<bool, Error> {
     check_identity("tenant", tenant)?;
     Ok(store::tenant_insert(ex, tenant).await?)
 }
@@ -153,7 +153,7 @@ pub async fn create_tenant<'e>(ex: impl PgExecutor<'e>, tenant: &str) -> Result<
 /// Every tenant with its creation time.
 pub async fn list_tenants<'e>(
     ex: impl PgExecutor<'e>,
-) -> Result<Vec<(String, DateTime<Utc>)>, InboxError> {
+) -> Result<Vec<(String, DateTime<Utc>)>, Error> {
     Ok(store::tenant_list(ex).await?)
 }
 
@@ -164,7 +164,7 @@ pub async fn issue_credential<'e>(
     tenant: &str,
     account: &str,
     device: Option<&str>,
-) -> Result<IssuedCredential, InboxError> {
+) -> Result<IssuedCredential, Error> {
     check_identity("tenant", tenant)?;
     check_identity("account", account)?;
     if let Some(device) = device {
@@ -182,9 +182,9 @@ pub async fn issue_credential<'e>(
             .await
             .map_err(|e| {
                 if is_foreign_key_violation(&e) {
-                    InboxError::NotFound { what: "tenant" }
+                    Error::NotFound { what: "tenant" }
                 } else {
-                    InboxError::Database(e)
+                    Error::Database(e)
                 }
             })?;
     Ok(IssuedCredential {
@@ -202,11 +202,11 @@ pub async fn revoke_credential<'e>(
     ex: impl PgExecutor<'e>,
     tenant: &str,
     credential_id: i64,
-) -> Result<(), InboxError> {
+) -> Result<(), Error> {
     if store::credential_revoke(ex, tenant, credential_id).await? {
         Ok(())
     } else {
-        Err(InboxError::NotFound {
+        Err(Error::NotFound {
             what: "live credential",
         })
     }
@@ -216,7 +216,7 @@ pub async fn revoke_credential<'e>(
 pub async fn list_credentials<'e>(
     ex: impl PgExecutor<'e>,
     tenant: &str,
-) -> Result<Vec<CredentialInfo>, InboxError> {
+) -> Result<Vec<CredentialInfo>, Error> {
     Ok(store::credential_list(ex, tenant).await?)
 }
 

@@ -7,7 +7,7 @@
 /// Why an inbox administration call failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum InboxError {
+pub enum Error {
     /// An argument breaks a rule (an identity that is not `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`,
     /// a public key that is not 32 bytes of a valid Ed25519 point, a batch bound above its
     /// maximum …). Retrying the same call never helps.
@@ -36,9 +36,9 @@ pub enum InboxError {
     Database(#[from] sqlx::Error),
 }
 
-impl InboxError {
-    pub(crate) fn invalid(what: &'static str, why: impl Into<String>) -> InboxError {
-        InboxError::Invalid {
+impl Error {
+    pub(crate) fn invalid(what: &'static str, why: impl Into<String>) -> Error {
+        Error::Invalid {
             what,
             why: why.into(),
         }

@@ -25,7 +25,7 @@ use rand::RngCore as _;
 use sqlx::{Acquire, PgConnection, PgExecutor};
 
 use super::credentials::is_foreign_key_violation;
-use super::error::InboxError;
+use super::error::Error;
 use crate::core::envelope::{KEY_ID_BYTES_MAX, is_identity};
 use crate::store::inbox as store;
 
@@ -107,12 +107,12 @@ impl std::fmt::Debug for GeneratedKey {
 
 /// A 32-byte key (public key or private seed) from its standard base64 text, as `wharf key`
 /// prints and reads them.
-pub fn key_from_base64(text: &str) -> Result<[u8; 32], InboxError> {
+pub fn key_from_base64(text: &str) -> Result<[u8; 32], Error> {
     base64::engine::general_purpose::STANDARD
         .decode(text.trim())
         .ok()
         .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
-        .ok_or_else(|| InboxError::invalid("key", "must be standard base64 of 32 bytes"))
+        .ok_or_else(|| Error::invalid("key", "must be standard base64 of 32 bytes"))
 }
 
 /// The standard base64 text of a key.
@@ -120,10 +120,10 @@ pub fn key_to_base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-fn check_scope(tenant: &str, project: &str) -> Result<(), InboxError> {
+fn check_scope(tenant: &str, project: &str) -> Result<(), Error> {
     for (what, value) in [("tenant", tenant), ("project", project)] {
         if !is_identity(value) {
-            return Err(InboxError::invalid(
+            return Err(Error::invalid(
                 what,
                 "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$",
             ));
@@ -132,10 +132,10 @@ fn check_scope(tenant: &str, project: &str) -> Result<(), InboxError> {
     Ok(())
 }
 
-fn check_key_id(key_id: &str) -> Result<(), InboxError> {
+fn check_key_id(key_id: &str) -> Result<(), Error> {
     if key_id.is_empty() || key_id.len() > KEY_ID_BYTES_MAX || key_id.chars().any(char::is_control)
     {
-        return Err(InboxError::invalid(
+        return Err(Error::invalid(
             "key id",
             format!("must be 1..={KEY_ID_BYTES_MAX} bytes without control characters"),
         ));
@@ -143,9 +143,8 @@ fn check_key_id(key_id: &str) -> Result<(), InboxError> {
     Ok(())
 }
 
-fn window_s(replay_window: Duration) -> Result<i64, InboxError> {
-    i64::try_from(replay_window.as_secs())
-        .map_err(|_| InboxError::invalid("replay window", "too long"))
+fn window_s(replay_window: Duration) -> Result<i64, Error> {
+    i64::try_from(replay_window.as_secs()).map_err(|_| Error::invalid("replay window", "too long"))
 }
 
 /// A fresh key id: `k` and 16 random hex digits. Random rather than a counter so two operators
@@ -164,18 +163,18 @@ pub async fn add_key<'e>(
     key_id: &str,
     public_key: &[u8],
     replay_window: Duration,
-) -> Result<(), InboxError> {
+) -> Result<(), Error> {
     check_scope(tenant, project)?;
     check_key_id(key_id)?;
     let bytes: [u8; 32] = public_key
         .try_into()
-        .map_err(|_| InboxError::invalid("public key", "must be 32 bytes"))?;
+        .map_err(|_| Error::invalid("public key", "must be 32 bytes"))?;
     let key = VerifyingKey::from_bytes(&bytes)
-        .map_err(|_| InboxError::invalid("public key", "not an Ed25519 point"))?;
+        .map_err(|_| Error::invalid("public key", "not an Ed25519 point"))?;
     if key.is_weak() {
         // verify_strict refuses small-order keys anyway; refusing them here tells the operator
         // instead of failing every envelope later.
-        return Err(InboxError::invalid("public key", "small-order (weak) key"));
+        return Err(Error::invalid("public key", "small-order (weak) key"));
     }
     let added = store::key_insert(
         ex,
@@ -188,15 +187,15 @@ pub async fn add_key<'e>(
     .await
     .map_err(|e| {
         if is_foreign_key_violation(&e) {
-            InboxError::NotFound { what: "tenant" }
+            Error::NotFound { what: "tenant" }
         } else {
-            InboxError::Database(e)
+            Error::Database(e)
         }
     })?;
     if added {
         Ok(())
     } else {
-        Err(InboxError::Conflict(format!(
+        Err(Error::Conflict(format!(
             "key id {key_id:?} already exists in {tenant}/{project}"
         )))
     }
@@ -210,7 +209,7 @@ pub async fn generate_key<'e>(
     project: &str,
     key_id: Option<&str>,
     replay_window: Duration,
-) -> Result<GeneratedKey, InboxError> {
+) -> Result<GeneratedKey, Error> {
     let key_id = key_id.map_or_else(new_key_id, str::to_owned);
     let signing = SigningKey::generate(&mut rand::rngs::OsRng);
     let public_key = signing.verifying_key().to_bytes();
@@ -228,11 +227,11 @@ pub async fn retire_key<'e>(
     tenant: &str,
     project: &str,
     key_id: &str,
-) -> Result<(), InboxError> {
+) -> Result<(), Error> {
     if store::key_retire(ex, tenant, project, key_id).await? {
         Ok(())
     } else {
-        Err(InboxError::NotFound { what: "active key" })
+        Err(Error::NotFound { what: "active key" })
     }
 }
 
@@ -242,11 +241,11 @@ pub async fn revoke_key<'e>(
     tenant: &str,
     project: &str,
     key_id: &str,
-) -> Result<(), InboxError> {
+) -> Result<(), Error> {
     if store::key_revoke(ex, tenant, project, key_id).await? {
         Ok(())
     } else {
-        Err(InboxError::NotFound {
+        Err(Error::NotFound {
             what: "active or retired key",
         })
     }
@@ -257,10 +256,10 @@ pub const KEY_REMOVALS_PER_RUN_MAX: usize = 100;
 
 /// Deletes a revoked key when nothing it signed can still be replayed (see the module docs),
 /// with one audit row (`key-remove`, the operator and reason), in the caller's transaction (a
-/// savepoint of it). Refuses with nothing changed: no such key ([`InboxError::NotFound`]); an
-/// active or retired key, or envelopes that still depend on it ([`InboxError::Conflict`],
+/// savepoint of it). Refuses with nothing changed: no such key ([`Error::NotFound`]); an
+/// active or retired key, or envelopes that still depend on it ([`Error::Conflict`],
 /// saying which step comes first or how many envelopes in how many streams); a bad operator
-/// or reason ([`InboxError::Invalid`]).
+/// or reason ([`Error::Invalid`]).
 pub async fn remove_key(
     conn: &mut PgConnection,
     tenant: &str,
@@ -268,22 +267,22 @@ pub async fn remove_key(
     key_id: &str,
     operator: &str,
     reason: &str,
-) -> Result<(), InboxError> {
+) -> Result<(), Error> {
     super::streams::check_operator(operator, reason)?;
     let mut tx = conn.begin().await?;
     let (state, window_s) = store::key_lock(&mut *tx, tenant, project, key_id)
         .await?
-        .ok_or(InboxError::NotFound { what: "key" })?;
+        .ok_or(Error::NotFound { what: "key" })?;
     match state.as_str() {
         "revoked" => {}
         "active" => {
-            return Err(InboxError::Conflict(format!(
+            return Err(Error::Conflict(format!(
                 "key {key_id} is active: move its producers to another key, retire it (it keeps \
                  verifying for its replay window), revoke it, then remove it"
             )));
         }
         _ => {
-            return Err(InboxError::Conflict(format!(
+            return Err(Error::Conflict(format!(
                 "key {key_id} is retired, not revoked: revoke it first (it stops verifying at \
                  once), then remove it"
             )));
@@ -300,7 +299,7 @@ pub async fn remove_key(
                     t.to_rfc3339()
                 )
             });
-        return Err(InboxError::Conflict(format!(
+        return Err(Error::Conflict(format!(
             "key {key_id} signed {} envelope(s) in {} stream(s) that can still be replayed: \
              they stop depending on it when their streams' replay floors pass them (`wharf \
              streams advance-floor`), or when their payloads have expired and the key's replay \
@@ -309,7 +308,7 @@ pub async fn remove_key(
         )));
     }
     if !store::key_delete(&mut *tx, tenant, project, key_id).await? {
-        return Err(InboxError::NotFound {
+        return Err(Error::NotFound {
             what: "revoked key",
         });
     }
@@ -333,7 +332,7 @@ pub async fn remove_key(
 pub async fn remove_safe_keys(
     pool: &sqlx::PgPool,
     operator: &str,
-) -> Result<Vec<(String, String, String)>, InboxError> {
+) -> Result<Vec<(String, String, String)>, Error> {
     let found = store::keys_removable(pool, KEY_REMOVALS_PER_RUN_MAX as i64).await?;
     let mut removed = Vec::with_capacity(found.len());
     let mut conn = pool.acquire().await?;
@@ -349,7 +348,7 @@ pub async fn remove_safe_keys(
         .await
         {
             Ok(()) => removed.push((tenant, project, key_id)),
-            Err(InboxError::Conflict(_) | InboxError::NotFound { .. }) => {}
+            Err(Error::Conflict(_) | Error::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
     }
@@ -361,7 +360,7 @@ pub async fn list_keys<'e>(
     ex: impl PgExecutor<'e>,
     tenant: &str,
     project: Option<&str>,
-) -> Result<Vec<KeyInfo>, InboxError> {
+) -> Result<Vec<KeyInfo>, Error> {
     Ok(store::key_list(ex, tenant, project).await?)
 }
 

@@ -66,7 +66,7 @@
 //! # Quick start (server side)
 //!
 //! ```no_run
-//! # async fn example(pool: sqlx::PgPool) -> Result<(), wharf::inbox::InboxError> {
+//! # async fn example(pool: sqlx::PgPool) -> Result<(), wharf::inbox::Error> {
 //! use wharf::inbox::{self, Inbox, InboxConfig, Route};
 //! inbox::create_tenant(&pool, "acme").await?;
 //! let credential = inbox::issue_credential(&pool, "acme", "alice", Some("laptop-1")).await?;
@@ -109,7 +109,7 @@ pub use credentials::{
     CredentialInfo, IssuedCredential, TOKEN_PREFIX, VerifiedIdentity, authenticate, create_tenant,
     issue_credential, list_credentials, list_tenants, revoke_credential,
 };
-pub use error::InboxError;
+pub use error::Error;
 pub use group::{GROUP_ENVELOPES_MAX, GROUPS_IN_FLIGHT};
 pub use keys::{
     GeneratedKey, KEY_REMOVALS_PER_RUN_MAX, KEY_REPLAY_WINDOW_DEFAULT_S, KeyInfo, KeyUse, add_key,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
-use super::error::InboxError;
+use super::error::Error;
 use crate::store::inbox as store;
 
 /// How long payloads are kept by default (SPEC §3.7).
@@ -58,7 +58,7 @@ pub struct HousekeepingReport {
 pub async fn housekeep(
     pool: &sqlx::PgPool,
     settings: &Housekeeping,
-) -> Result<HousekeepingReport, InboxError> {
+) -> Result<HousekeepingReport, Error> {
     let payloads_deleted = run_retention(
         pool,
         settings.payload_retention,
@@ -110,9 +110,9 @@ pub async fn delete_expired_payloads<'e>(
     ex: impl PgExecutor<'e>,
     older_than: DateTime<Utc>,
     batch_max: usize,
-) -> Result<u64, InboxError> {
+) -> Result<u64, Error> {
     if batch_max == 0 || batch_max > RETENTION_BATCH_MAX {
-        return Err(InboxError::invalid(
+        return Err(Error::invalid(
             "batch_max",
             format!("must be 1..={RETENTION_BATCH_MAX}"),
         ));
@@ -129,9 +129,9 @@ pub async fn run_retention(
     retention: Duration,
     batch_max: usize,
     batches_max: usize,
-) -> Result<u64, InboxError> {
+) -> Result<u64, Error> {
     let retention = chrono::Duration::from_std(retention)
-        .map_err(|_| InboxError::invalid("retention", "too long"))?;
+        .map_err(|_| Error::invalid("retention", "too long"))?;
     let older_than = Utc::now() - retention;
     let mut total = 0;
     for _ in 0..batches_max {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::error::InboxError;
+use super::error::Error;
 use super::retention::{
     HOUSEKEEPING_INTERVAL_MS_DEFAULT, HOUSEKEEPING_INTERVAL_MS_MAX, HOUSEKEEPING_INTERVAL_MS_MIN,
     Housekeeping, PAYLOAD_RETENTION_DAYS_MAX, PAYLOAD_RETENTION_DEFAULT,
@@ -61,12 +61,12 @@ pub struct InboxSettings {
 
 impl InboxSettings {
     /// The housekeeping these settings describe ([`Housekeeping`]), checked against its bounds.
-    pub fn housekeeping(&self) -> Result<Housekeeping, InboxError> {
+    pub fn housekeeping(&self) -> Result<Housekeeping, Error> {
         let days = self
             .payload_retention_days
             .unwrap_or(PAYLOAD_RETENTION_DEFAULT.as_secs() / 86_400);
         if !(1..=PAYLOAD_RETENTION_DAYS_MAX).contains(&days) {
-            return Err(InboxError::invalid(
+            return Err(Error::invalid(
                 "payload_retention_days",
                 format!("must be 1..={PAYLOAD_RETENTION_DAYS_MAX}"),
             ));
@@ -75,7 +75,7 @@ impl InboxSettings {
             .housekeeping_interval_ms
             .unwrap_or(HOUSEKEEPING_INTERVAL_MS_DEFAULT);
         if !(HOUSEKEEPING_INTERVAL_MS_MIN..=HOUSEKEEPING_INTERVAL_MS_MAX).contains(&interval_ms) {
-            return Err(InboxError::invalid(
+            return Err(Error::invalid(
                 "housekeeping_interval_ms",
                 format!("must be {HOUSEKEEPING_INTERVAL_MS_MIN}..={HOUSEKEEPING_INTERVAL_MS_MAX}"),
             ));
@@ -87,7 +87,7 @@ impl InboxSettings {
     }
 
     /// The [`InboxConfig`] these settings describe, reading `schemas_dir` when set.
-    pub fn into_config(self) -> Result<InboxConfig, InboxError> {
+    pub fn into_config(self) -> Result<InboxConfig, Error> {
         let mut config = InboxConfig::default();
         let d = config.clone();
         let policy = |rate: Option<f64>, burst: Option<u32>, default: LimitPolicy| {
@@ -96,10 +96,7 @@ impl InboxSettings {
                 burst: burst.unwrap_or(default.burst),
             };
             if policy.rate_per_s.is_nan() || policy.rate_per_s < 0.0 || policy.burst == 0 {
-                return Err(InboxError::invalid(
-                    "limit",
-                    "rate must be ≥ 0 and burst ≥ 1",
-                ));
+                return Err(Error::invalid("limit", "rate must be ≥ 0 and burst ≥ 1"));
             }
             Ok(policy)
         };
@@ -120,7 +117,7 @@ impl InboxSettings {
         config.batch_body_bytes_max = self.batch_body_bytes_max.unwrap_or(d.batch_body_bytes_max);
         config.batch_envelopes_max = self.batch_envelopes_max.unwrap_or(d.batch_envelopes_max);
         if config.batch_envelopes_max == 0 || config.body_bytes_max == 0 {
-            return Err(InboxError::invalid("inbox bounds", "must be at least 1"));
+            return Err(Error::invalid("inbox bounds", "must be at least 1"));
         }
         if let Some(dir) = &self.schemas_dir {
             config.catalog = Arc::new(load_schemas(dir)?);
@@ -130,9 +127,8 @@ impl InboxSettings {
 }
 
 /// The built-in catalog plus every `<event_type>.json` in `dir`, in name order.
-pub fn load_schemas(dir: &std::path::Path) -> Result<Catalog, InboxError> {
-    let io =
-        |e: std::io::Error| InboxError::invalid("schemas_dir", format!("{}: {e}", dir.display()));
+pub fn load_schemas(dir: &std::path::Path) -> Result<Catalog, Error> {
+    let io = |e: std::io::Error| Error::invalid("schemas_dir", format!("{}: {e}", dir.display()));
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(io)?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
@@ -140,7 +136,7 @@ pub fn load_schemas(dir: &std::path::Path) -> Result<Catalog, InboxError> {
         .collect();
     files.sort();
     if files.len() > SCHEMA_FILES_MAX {
-        return Err(InboxError::invalid(
+        return Err(Error::invalid(
             "schemas_dir",
             format!("more than {SCHEMA_FILES_MAX} schema files"),
         ));
@@ -154,7 +150,7 @@ pub fn load_schemas(dir: &std::path::Path) -> Result<Catalog, InboxError> {
             .to_owned();
         let bytes = std::fs::metadata(&path).map_err(io)?.len();
         if bytes > crate::core::schema::SCHEMA_BYTES_MAX as u64 {
-            return Err(InboxError::invalid(
+            return Err(Error::invalid(
                 "schema file",
                 format!(
                     "{} is larger than {} bytes",
@@ -166,7 +162,7 @@ pub fn load_schemas(dir: &std::path::Path) -> Result<Catalog, InboxError> {
         let text = std::fs::read_to_string(&path).map_err(io)?;
         catalog
             .add_schema(&event_type, &text)
-            .map_err(|e| InboxError::invalid("schema file", format!("{}: {e}", path.display())))?;
+            .map_err(|e| Error::invalid("schema file", format!("{}: {e}", path.display())))?;
     }
     Ok(catalog)
 }

@@ -9,7 +9,7 @@
 use sqlx::PgConnection;
 use wharf_core::inbox::advance_cursor;
 
-use super::error::InboxError;
+use super::error::Error;
 use crate::core::envelope::is_identity;
 use crate::store::inbox::{self as store, OperatorAudit, StreamKey};
 
@@ -82,9 +82,9 @@ pub struct StreamChange {
     pub after: u64,
 }
 
-pub(crate) fn check_operator(operator: &str, reason: &str) -> Result<(), InboxError> {
+pub(crate) fn check_operator(operator: &str, reason: &str) -> Result<(), Error> {
     if !is_identity(operator) {
-        return Err(InboxError::invalid(
+        return Err(Error::invalid(
             "operator",
             "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$",
         ));
@@ -93,7 +93,7 @@ pub(crate) fn check_operator(operator: &str, reason: &str) -> Result<(), InboxEr
         || reason.len() > OPERATOR_REASON_BYTES_MAX
         || reason.chars().any(char::is_control)
     {
-        return Err(InboxError::invalid(
+        return Err(Error::invalid(
             "reason",
             format!("must be 1..={OPERATOR_REASON_BYTES_MAX} bytes without control characters"),
         ));
@@ -133,7 +133,7 @@ pub async fn show(
     tenant: &str,
     project: &str,
     producer: Option<&Producer>,
-) -> Result<Vec<StreamInfo>, InboxError> {
+) -> Result<Vec<StreamInfo>, Error> {
     Ok(store::stream_list(
         conn,
         tenant,
@@ -155,14 +155,14 @@ pub async fn skip(
     to: u64,
     operator: &str,
     reason: &str,
-) -> Result<StreamChange, InboxError> {
+) -> Result<StreamChange, Error> {
     check_operator(operator, reason)?;
     let key = stream.key();
     let row = store::stream_lock(&mut *conn, key)
         .await?
-        .ok_or(InboxError::NotFound { what: "stream" })?;
+        .ok_or(Error::NotFound { what: "stream" })?;
     if to <= row.acknowledged_sequence {
-        return Err(InboxError::Conflict(format!(
+        return Err(Error::Conflict(format!(
             "skip target {to} is not ahead of the cursor {}",
             row.acknowledged_sequence
         )));
@@ -198,20 +198,20 @@ pub async fn advance_floor(
     floor: u64,
     operator: &str,
     reason: &str,
-) -> Result<StreamChange, InboxError> {
+) -> Result<StreamChange, Error> {
     check_operator(operator, reason)?;
     let key = stream.key();
     let row = store::stream_lock(&mut *conn, key)
         .await?
-        .ok_or(InboxError::NotFound { what: "stream" })?;
+        .ok_or(Error::NotFound { what: "stream" })?;
     if floor <= row.replay_floor {
-        return Err(InboxError::Conflict(format!(
+        return Err(Error::Conflict(format!(
             "floor {floor} does not raise the current floor {}",
             row.replay_floor
         )));
     }
     if floor > row.acknowledged_sequence.saturating_add(1) {
-        return Err(InboxError::Conflict(format!(
+        return Err(Error::Conflict(format!(
             "floor {floor} would pass the cursor {} (skip the gap first)",
             row.acknowledged_sequence
         )));

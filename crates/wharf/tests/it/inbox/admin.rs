@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use wharf::inbox::{self, InboxError, Producer, StreamId};
+use wharf::inbox::{self, Producer, StreamId};
 
 use super::support::*;
 
@@ -15,11 +15,11 @@ async fn tenants_credentials_and_keys() {
     );
     assert!(matches!(
         inbox::create_tenant(fx.pool(), "bad tenant").await,
-        Err(InboxError::Invalid { .. })
+        Err(inbox::Error::Invalid { .. })
     ));
     assert!(matches!(
         inbox::issue_credential(fx.pool(), "nobody", "a", None).await,
-        Err(InboxError::NotFound { .. })
+        Err(inbox::Error::NotFound { .. })
     ));
     let issued = inbox::issue_credential(fx.pool(), TENANT, "bob", None)
         .await
@@ -60,7 +60,7 @@ async fn tenants_credentials_and_keys() {
             Duration::ZERO
         )
         .await,
-        Err(InboxError::Conflict(_))
+        Err(inbox::Error::Conflict(_))
     ));
     assert!(matches!(
         inbox::add_key(
@@ -72,7 +72,7 @@ async fn tenants_credentials_and_keys() {
             Duration::ZERO
         )
         .await,
-        Err(InboxError::Invalid { .. })
+        Err(inbox::Error::Invalid { .. })
     ));
     let keys = inbox::list_keys(fx.pool(), TENANT, Some(PROJECT))
         .await
@@ -84,7 +84,7 @@ async fn tenants_credentials_and_keys() {
         .unwrap();
     assert!(matches!(
         inbox::retire_key(fx.pool(), TENANT, PROJECT, &generated.key_id).await,
-        Err(InboxError::NotFound { .. })
+        Err(inbox::Error::NotFound { .. })
     ));
     inbox::revoke_key(fx.pool(), TENANT, PROJECT, &generated.key_id)
         .await
@@ -126,11 +126,11 @@ async fn stream_actions_are_checked_and_audited() {
     let mut tx = fx.pool().begin().await.unwrap();
     assert!(matches!(
         inbox::streams::skip(&mut tx, &stream, 2, "ops", "why").await,
-        Err(InboxError::Conflict(_))
+        Err(inbox::Error::Conflict(_))
     ));
     assert!(matches!(
         inbox::streams::advance_floor(&mut tx, &stream, 4, "ops", "why").await,
-        Err(InboxError::Conflict(_))
+        Err(inbox::Error::Conflict(_))
     ));
     // Skipping to 3 walks on through the retained 4? No: 4 is missing, 5 is retained. Skip to 4
     // lands on 4 and walks to 5.
@@ -151,7 +151,7 @@ async fn stream_actions_are_checked_and_audited() {
     let mut tx = fx.pool().begin().await.unwrap();
     assert!(matches!(
         inbox::streams::skip(&mut tx, &other, 9, "ops", "x").await,
-        Err(InboxError::NotFound { .. })
+        Err(inbox::Error::NotFound { .. })
     ));
     drop(tx);
 

@@ -3,11 +3,11 @@
 //! cursor and floor never move on their own, and every refused step changes nothing.
 
 use ed25519_dalek::SigningKey;
-use wharf::inbox::{self, InboxError, Outcome, Status};
+use wharf::inbox::{self, Outcome, Status};
 
 use super::support::*;
 
-async fn remove(fx: &Fx, key_id: &str) -> Result<(), InboxError> {
+async fn remove(fx: &Fx, key_id: &str) -> Result<(), inbox::Error> {
     let mut conn = fx.pool().acquire().await.unwrap();
     inbox::remove_key(&mut conn, TENANT, PROJECT, key_id, "ops", "rotation done").await
 }
@@ -21,9 +21,9 @@ async fn key_ids(fx: &Fx) -> Vec<String> {
         .collect()
 }
 
-fn conflict(result: Result<(), InboxError>, says: &str) {
+fn conflict(result: Result<(), inbox::Error>, says: &str) {
     match result {
-        Err(InboxError::Conflict(why)) => assert!(why.contains(says), "{why}"),
+        Err(inbox::Error::Conflict(why)) => assert!(why.contains(says), "{why}"),
         other => panic!("expected a conflict saying {says:?}, got {other:?}"),
     }
 }
@@ -70,7 +70,7 @@ async fn retire_then_revoke_then_remove_once_nothing_it_signed_can_be_replayed()
     conflict(remove(&fx, "key-2").await, "is active");
     assert!(matches!(
         remove(&fx, "no-such-key").await,
-        Err(InboxError::NotFound { .. })
+        Err(inbox::Error::NotFound { .. })
     ));
     assert_eq!(fx.counts().await, counts);
 

@@ -2,7 +2,7 @@
 //! never be accepted again.
 
 use chrono::{Duration, Utc};
-use wharf::inbox::{self, InboxError, Outcome, Status};
+use wharf::inbox::{self, Outcome, Status};
 
 use super::support::*;
 
@@ -46,7 +46,7 @@ async fn retention_deletes_only_payloads_in_bounded_batches() {
     for bad in [0, 1001] {
         assert!(matches!(
             inbox::delete_expired_payloads(fx.pool(), older_than, bad).await,
-            Err(InboxError::Invalid { .. })
+            Err(inbox::Error::Invalid { .. })
         ));
     }
     // The pool-level run is bounded too, and finds nothing more to do.
