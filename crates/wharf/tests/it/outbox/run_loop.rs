@@ -1,16 +1,19 @@
 //! The running executor's own machinery: fences asked together and decided row by row, and
-//! claim-ahead (held actions given back on shutdown, and when they waited too long for a slot).
+//! claim-ahead (held actions given back on shutdown, and when they waited too long for a slot),
+//! and a start while the database is down.
 //!
 //! These run `Executor::run` on the real clock. Nothing asserts a duration: the adapter below
 //! waits at a gate the test opens, and the test waits on database state.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::json;
 use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinHandle;
 use wharf::outbox::{
@@ -313,4 +316,89 @@ fn claim_ahead_is_bounded() {
     assert!(c.validate(&registry).is_err());
     c.claim_ahead_max = 0;
     assert!(c.validate(&registry).is_ok());
+}
+
+/// A TCP door in front of PostgreSQL: while shut it accepts each connection and closes it at
+/// once (a database that is down or restarting, as a client sees it); once opened it forwards
+/// every byte both ways.
+struct Door {
+    port: u16,
+    open: Arc<AtomicBool>,
+    refused: Arc<AtomicUsize>,
+}
+
+impl Door {
+    async fn shut_in_front_of(url: &str) -> Door {
+        let options: PgConnectOptions = url.parse().unwrap();
+        let upstream = format!("{}:{}", options.get_host(), options.get_port());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (open, refused) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let (o, r) = (open.clone(), refused.clone());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !o.load(Ordering::SeqCst) {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    drop(client);
+                    continue;
+                }
+                let Ok(mut server) = TcpStream::connect(&upstream).await else {
+                    continue;
+                };
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                });
+            }
+        });
+        Door {
+            port,
+            open,
+            refused,
+        }
+    }
+}
+
+/// `run` started while its database cannot be reached neither fails nor gives up: it keeps
+/// trying (claims and the NOTIFY listener alike) and runs the work once the database answers.
+#[tokio::test]
+async fn run_started_while_the_database_is_down_runs_the_work_once_it_is_up() {
+    let db = TestDb::new().await;
+    let gated = Gated::new(1_000, false);
+    gated.open(1);
+    let registry = registry(&gated);
+    let door = Door::shut_in_front_of(&db.url()).await;
+    let options: PgConnectOptions = db.url().parse().unwrap();
+    let behind_door = PgPoolOptions::new()
+        .max_connections(4)
+        .connect_lazy_with(options.port(door.port));
+    let mut c = config();
+    c.notify = true;
+    let executor = Executor::new(behind_door, registry.clone(), c).unwrap();
+    let (stop, running) = start(&executor);
+
+    // The work is enqueued on the application's own connection, which reaches the database.
+    let ids = enqueue_lanes(&db.pool, &registry, 1).await;
+    until("the executor has been refused a few times", async || {
+        door.refused.load(Ordering::SeqCst) >= 3
+    })
+    .await;
+    assert!(
+        !running.is_finished(),
+        "run ended while the database was down"
+    );
+    assert_eq!(count_in(&db.pool, "ADMITTED").await, 1, "nothing ran yet");
+
+    door.open.store(true, Ordering::SeqCst);
+    until("the action ran", async || {
+        count_in(&db.pool, "DONE").await == 1
+    })
+    .await;
+    assert_eq!(gated.arrived.load(Ordering::SeqCst), 1);
+    let v = view(&db.pool, ids[0]).await;
+    assert_eq!((v.state, v.attempt), (ActionState::Done, 1));
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
 }
