@@ -8,6 +8,29 @@
 //!
 //! Must not know: any business rule. A handler parses, calls one library function of the
 //! `wharf` crate, and maps the result. It never writes SQL.
+//!
+//! # Quick start: the outbox API and health checks on one port
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use wharf::outbox::Registry;
+//! use wharf_http::auth::OperatorToken;
+//!
+//! # async fn serve(registry: Registry) -> Result<(), Box<dyn std::error::Error>> {
+//! let pool = wharf::sqlx::PgPool::connect("postgres://localhost/app").await?;
+//! wharf::migrate::run(&pool).await?;
+//! let registry = Arc::new(registry); // the kinds this deployment runs
+//! let token = OperatorToken::new(std::env::var("WHARF_OPERATOR_TOKEN").ok());
+//! let app = wharf_http::app([
+//!     wharf_http::actions::routes(pool.clone(), registry.clone(), token.clone()),
+//!     wharf_http::operator::routes(pool.clone(), registry, token),
+//!     wharf_http::health::routes(pool, None), // /healthz, /readyz; no Prometheus handle
+//!     wharf_http::openapi::routes(),          // /openapi.json
+//! ]);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
 
 pub mod actions;
 pub mod auth;
