@@ -337,15 +337,17 @@ impl EmailAdapter {
     }
 
     /// Prepares before an attempt, on a pooled connection outside any transaction.
+    /// [`prepare`](Self::prepare) on the attempt's read-only connection, given back before the
+    /// relay is contacted.
     async fn prepare_for_attempt(
         &self,
-        pool: &PgPool,
+        attempt: &Attempt,
         notice: &dyn Notice,
         payload: &NoticePayload,
-        key: &str,
     ) -> Result<Rendered, Unsent> {
-        let mut conn = pool.acquire().await.map_err(Unsent::Database)?;
-        self.prepare(&mut conn, notice, payload, key).await
+        let mut conn = attempt.read_only().await.map_err(Unsent::Database)?;
+        self.prepare(&mut conn, notice, payload, attempt.idempotency_key())
+            .await
     }
 }
 
@@ -394,12 +396,7 @@ impl Adapter for EmailAdapter {
         };
         let prepared = tokio::time::timeout_at(
             deadline,
-            self.prepare_for_attempt(
-                attempt.pool(),
-                notice.as_ref(),
-                &payload,
-                attempt.idempotency_key(),
-            ),
+            self.prepare_for_attempt(attempt, notice.as_ref(), &payload),
         )
         .await;
         let rendered = match prepared {

@@ -43,6 +43,10 @@ pub trait Notice: Send + Sync + 'static {
     /// The message for this event, now. Return [`NoticeError::Withdrawn`] when nobody should
     /// receive it any more (the recipient vanished or lost the role): the attempt then ends
     /// CANCELLED with that code, and the relay is never contacted.
+    ///
+    /// `conn` is for reading: at enqueue it is the caller's transaction; before an attempt it
+    /// is the attempt's `READ ONLY` transaction ([`wharf::outbox::Attempt::read_only`]), where
+    /// PostgreSQL refuses any write.
     async fn prepare(&self, conn: &mut PgConnection, event: &Value) -> Result<Draft, NoticeError>;
 }
 

@@ -34,6 +34,29 @@ pub(crate) enum FenceStage {
     Passed,
 }
 
+/// A connection inside a `READ ONLY` transaction ([`Attempt::read_only`]): use it as a
+/// `&mut PgConnection`; dropping it rolls back.
+pub struct ReadOnly(sqlx::Transaction<'static, sqlx::Postgres>);
+
+impl std::ops::Deref for ReadOnly {
+    type Target = sqlx::PgConnection;
+    fn deref(&self) -> &sqlx::PgConnection {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ReadOnly {
+    fn deref_mut(&mut self) -> &mut sqlx::PgConnection {
+        &mut self.0
+    }
+}
+
+impl fmt::Debug for ReadOnly {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ReadOnly")
+    }
+}
+
 /// One claim of one action, handed to [`Adapter::execute`](super::Adapter::execute).
 pub struct Attempt {
     pub(crate) action_id: i64,
@@ -141,10 +164,13 @@ impl Attempt {
     pub fn call_timeout(&self) -> Duration {
         self.call_timeout
     }
-    /// A pool for read-only look-ups (for example re-reading the event a notice is built
-    /// from). Never hold a transaction open across the provider call.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
+    /// A connection for look-ups before the provider call (for example re-reading what a
+    /// notice is built from, or a suppression list), inside a `READ ONLY` transaction:
+    /// PostgreSQL refuses any write through it, so an adapter cannot change a row behind the
+    /// executor's fence. Dropping it rolls back and returns the connection; drop it before the
+    /// provider call, so no transaction is open while the provider runs.
+    pub async fn read_only(&self) -> Result<ReadOnly, sqlx::Error> {
+        Ok(ReadOnly(self.pool.begin_with("BEGIN READ ONLY").await?))
     }
     /// The fence to pass just before the provider call.
     pub fn fence(&mut self) -> Fence<'_> {

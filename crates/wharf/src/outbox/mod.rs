@@ -44,7 +44,7 @@ mod ops;
 mod pause;
 mod request;
 
-pub use attempt::{Attempt, Fence, FenceRefused};
+pub use attempt::{Attempt, Fence, FenceRefused, ReadOnly};
 pub use decide::{DEFER_MS_MAX, READBACK_REF_BYTES_MAX};
 pub use error::Error;
 pub use executor::{

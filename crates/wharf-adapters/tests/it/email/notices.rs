@@ -230,9 +230,13 @@ async fn every_attempt_prepares_the_message_from_the_current_state() {
     );
 }
 
-/// A notice whose preparation runs while the person's data is erased: the erasure lands
-/// between the preparation and the fence, the worst moment for it.
-struct ErasedWhilePreparing;
+/// A notice whose preparation runs while the person's data is erased (by another connection:
+/// the notice's own is read-only): the erasure lands between the preparation and the fence,
+/// the worst moment for it.
+struct ErasedWhilePreparing {
+    /// The application's pool, set once the test database exists.
+    others: Arc<std::sync::OnceLock<sqlx::PgPool>>,
+}
 
 #[async_trait]
 impl Notice for ErasedWhilePreparing {
@@ -240,9 +244,10 @@ impl Notice for ErasedWhilePreparing {
         "erased_while_preparing"
     }
 
-    async fn prepare(&self, conn: &mut PgConnection, event: &Value) -> Result<Draft, NoticeError> {
+    async fn prepare(&self, _conn: &mut PgConnection, event: &Value) -> Result<Draft, NoticeError> {
         if event["erase"].as_bool() == Some(true) {
-            wharf::outbox::erase_subject(&mut *conn, "account-9")
+            let others = self.others.get().expect("set after setup");
+            wharf::outbox::erase_subject(others, "account-9")
                 .await
                 .map_err(|e| NoticeError::Invalid(e.to_string()))?;
         }
@@ -258,12 +263,16 @@ impl Notice for ErasedWhilePreparing {
 #[tokio::test]
 async fn an_action_erased_before_the_fence_never_reaches_the_relay() {
     let smtp = SmtpServer::start(Script::default()).await;
+    let others = Arc::new(std::sync::OnceLock::new());
     let s = setup_with(
         relay(smtp.port()),
         None,
-        vec![Arc::new(ErasedWhilePreparing)],
+        vec![Arc::new(ErasedWhilePreparing {
+            others: others.clone(),
+        })],
     )
     .await;
+    others.set(s.db.pool.clone()).unwrap();
     // At enqueue the erasure finds nothing yet; before the attempt it deletes the action.
     let request =
         EmailAdapter::request("erased_while_preparing", json!({"erase": true}), "erase:9")

@@ -159,7 +159,7 @@ async fn a_holder_that_died_after_a_fencing_claim_leaves_the_mark_for_the_next_a
 async fn an_erasure_after_a_fencing_claim_is_like_one_after_a_fence() {
     let db = TestDb::new().await;
     let (registry, fake, ..) = registry();
-    fake.script("k", vec![Step::EraseThenFence("acct-1")]);
+    fake.script("k", vec![Step::EraseThenFence(db.pool.clone(), "acct-1")]);
     let id = enqueue(&db.pool, &registry, req("lane", "k").subject("acct-1")).await;
     executor(&db.pool, &registry).run_once().await.unwrap();
     // SPEC §2.3: the call goes ahead as if the erasure had landed just after the fence; its

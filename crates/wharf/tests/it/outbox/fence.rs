@@ -141,6 +141,7 @@ async fn the_fence_refuses_a_newer_claim_inside_an_attempt() {
     fake.script(
         "k",
         vec![Step::SqlThenFence(
+            db.pool.clone(),
             "UPDATE wharf.action SET epoch = epoch + 1, attempt = attempt + 1 WHERE id = $ID",
         )],
     );
@@ -165,6 +166,7 @@ async fn the_fence_refuses_with_less_than_the_margin_left() {
     let db = TestDb::new().await;
     let (registry, fake, ..) = registry();
     fake.script("k", vec![Step::SqlThenFence(
+            db.pool.clone(),
         "UPDATE wharf.action SET lease_expires_at = now() + interval '4 seconds' WHERE id = $ID",
     )]);
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
@@ -225,7 +227,7 @@ async fn the_fence_margin_edge() {
 async fn erasure_between_claim_and_fence_makes_the_fence_refuse() {
     let db = TestDb::new().await;
     let (registry, fake, ..) = registry();
-    fake.script("k", vec![Step::EraseThenFence("acct-1")]);
+    fake.script("k", vec![Step::EraseThenFence(db.pool.clone(), "acct-1")]);
     let id = enqueue(&db.pool, &registry, req("lane", "k").subject("acct-1")).await;
     durable_fence_executor(&db.pool, &registry)
         .run_once()
@@ -299,4 +301,24 @@ async fn an_at_most_once_action_without_a_started_write_is_reclaimed() {
     executor(&db.pool, &registry).drain().await.unwrap();
     assert_eq!(view(&db.pool, id).await.state, ActionState::Done);
     assert_eq!(amo.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn an_adapter_reads_through_its_attempt_but_cannot_write() {
+    let db = TestDb::new().await;
+    let (registry, fake, ..) = registry();
+    fake.script("k", vec![Step::WriteThroughReadOnly]);
+    let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
+    let before = view(&db.pool, id).await;
+    executor(&db.pool, &registry).run_once().await.unwrap();
+    // 25006: read_only_sql_transaction. PostgreSQL, not a convention, keeps the adapter out.
+    assert_eq!(
+        fake.seen()[0].fence.as_deref(),
+        Some("read-only: 25006"),
+        "{:?}",
+        fake.seen()
+    );
+    let after = view(&db.pool, id).await;
+    assert_eq!(after.state, ActionState::Done);
+    assert_eq!(after.lane_key, before.lane_key);
 }

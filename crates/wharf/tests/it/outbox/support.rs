@@ -29,10 +29,14 @@ pub enum Step {
     PanicAfter,
     /// Pass the fence, then hang past the call timeout.
     HangAfter,
-    /// Run SQL (e.g. erase, shorten the lease) then try the fence and report what it said.
-    SqlThenFence(&'static str),
-    /// Erase this subject, then try the fence and report what it said.
-    EraseThenFence(&'static str),
+    /// Run SQL (e.g. erase, shorten the lease) on this pool, as another party would, then try
+    /// the fence and report what it said.
+    SqlThenFence(PgPool, &'static str),
+    /// Erase this subject through this pool, then try the fence and report what it said.
+    EraseThenFence(PgPool, &'static str),
+    /// Try a write through the attempt's read-only connection, record what PostgreSQL said
+    /// (`read-only: <SQLSTATE>` or `wrote`), then pass the fence and answer Done.
+    WriteThroughReadOnly,
     /// Sleep this many milliseconds, then try the fence and report what it said.
     SleepThenFence(u64),
 }
@@ -183,11 +187,11 @@ impl Adapter for Fake {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
                 Outcome::Done { readback_ref: None }
             }
-            Step::SqlThenFence(sql) => {
+            Step::SqlThenFence(pool, sql) => {
                 sqlx::query(sqlx::AssertSqlSafe(
                     sql.replace("$ID", &attempt.action_id().to_string()),
                 ))
-                .execute(attempt.pool())
+                .execute(&pool)
                 .await
                 .expect("scripted SQL");
                 let answer = attempt.fence().begin_write().await;
@@ -201,10 +205,34 @@ impl Adapter for Fake {
                     Err(_) => Outcome::Abandoned,
                 }
             }
-            Step::EraseThenFence(_) | Step::SleepThenFence(_) => {
+            Step::WriteThroughReadOnly => {
+                let mut conn = attempt.read_only().await.expect("a read-only connection");
+                let read: i64 = sqlx::query_scalar("SELECT count(*) FROM wharf.action")
+                    .fetch_one(&mut *conn)
+                    .await
+                    .expect("a read through the read-only connection");
+                assert!(read >= 1, "the attempt's own action is there to read");
+                let wrote =
+                    sqlx::query("UPDATE wharf.action SET lane_key = lane_key WHERE id = $1")
+                        .bind(attempt.action_id())
+                        .execute(&mut *conn)
+                        .await;
+                drop(conn);
+                seen.fence = Some(match wrote {
+                    Ok(_) => "wrote".into(),
+                    Err(sqlx::Error::Database(e)) => {
+                        format!("read-only: {}", e.code().unwrap_or_default())
+                    }
+                    Err(e) => format!("other: {e}"),
+                });
+                record(seen);
+                attempt.fence().begin_write().await.expect("fence");
+                Outcome::Done { readback_ref: None }
+            }
+            Step::EraseThenFence(..) | Step::SleepThenFence(_) => {
                 match step {
-                    Step::EraseThenFence(subject) => {
-                        wharf::outbox::erase_subject(attempt.pool(), subject)
+                    Step::EraseThenFence(pool, subject) => {
+                        wharf::outbox::erase_subject(&pool, subject)
                             .await
                             .expect("erase");
                     }
