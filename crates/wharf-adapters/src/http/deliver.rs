@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use reqwest::header::HeaderMap;
 use wharf::outbox::{Attempt, ErrorCode, Outcome};
 
-use super::{Delivery, Destination, NetworkSender, Verdict};
+use super::classify::Verdict;
+use super::sender::{Delivery, Destination, NetworkSender};
 
 /// Time kept back from the kind's call timeout when sizing the request's own timeout, in
 /// milliseconds: the sender must give up (and name why) before the executor cuts the whole

@@ -53,10 +53,13 @@ use serde_json::Value;
 use wharf::outbound::{DeliveryBudget, ENVELOPE_KIND, EnvelopeDelivery};
 use wharf::outbox::{Adapter, Attempt, ClaimBudget, ErrorCode, KindSpec, Outcome};
 
+use super::classify::Verdict;
 use super::config::endpoint_covers;
 use super::deliver::{outcome, send_fenced};
+use super::error::Error;
+use super::sender::NetworkSender;
 use super::sender::literal_ip;
-use super::{Error, NetworkSender, Verdict, webhook_backoff};
+use super::webhook::webhook_backoff;
 
 /// Attempts by default. A receiver stream is one lane, so while one envelope retries the ones
 /// behind it wait, and a dead letter leaves a gap the receiver's cursor cannot pass: keep trying

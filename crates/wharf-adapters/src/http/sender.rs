@@ -30,9 +30,10 @@ use super::classify::{
     REQUEST_ID_HEADERS, ResponseHead, TransportFailure, Verdict, classify_failure,
     classify_response,
 };
+use super::config::HttpSenderConfig;
 use super::config::endpoint_covers;
+use super::error::Error;
 use super::guard::{AddressGuard, Forbidden};
-use super::{Error, HttpSenderConfig};
 
 /// How long an address approved by [`NetworkSender::check_destination`] is used without a new
 /// lookup, in milliseconds. It only has to bridge the check and the connect (one short fence

@@ -41,10 +41,9 @@ use serde_json::Value;
 use wharf::outbox::{Adapter, Attempt, Backoff, ErrorCode, KindSpec, Outcome};
 
 use super::deliver::fenced_post;
+use super::sender::NetworkSender;
 use super::sender::literal_ip;
-use super::{
-    NetworkSender, SignScope, SignerError, WebhookSigner, signature_header, signed_content,
-};
+use super::signer::{SignScope, SignerError, WebhookSigner, signature_header, signed_content};
 
 /// The kind's name.
 pub const WEBHOOK_KIND: &str = "webhook";
@@ -330,7 +329,8 @@ impl Adapter for WebhookAdapter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::{HttpSenderConfig, InMemoryWebhookSigner};
+    use crate::http::config::HttpSenderConfig;
+    use crate::http::signer::InMemoryWebhookSigner;
 
     fn adapter() -> WebhookAdapter {
         let sender = NetworkSender::new(&HttpSenderConfig::default()).unwrap();

@@ -38,8 +38,8 @@ use std::time::{Duration, Instant};
 pub use wharf_core::bucket::Bucket;
 use wharf_core::bucket::ZERO_RATE_WAIT;
 
-use crate::inbox::LimitPolicy;
 use crate::outbox::ClaimBudget;
+use wharf_core::bucket::LimitPolicy;
 
 /// The limiter purpose of delivery, beside the inbox's `sync-ingest`.
 pub const DELIVERY_PURPOSE: &str = "delivery";
