@@ -16,7 +16,7 @@
 //! The rules themselves (lifecycle, backoff, canonical JSON, the inbox decision) live in the
 //! IO-free `wharf-core` crate, re-exported as [`core`].
 //!
-//! An adapter needs nothing but this crate: [`async_trait`] and [`sqlx`] are re-exported, so an
+//! An adapter needs nothing but this crate: [`async_trait`](macro@async_trait) and [`sqlx`] are re-exported, so an
 //! application's versions always match wharf's.
 //!
 //! ```no_run

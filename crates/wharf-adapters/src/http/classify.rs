@@ -230,7 +230,7 @@ fn parse_http_date(value: &str) -> Option<DateTime<Utc>> {
 }
 
 /// `"<status>"` or `"<status> <header>=<id>"`, with the id reduced to characters that are safe in
-/// any log or UI and cut to [`REQUEST_ID_BYTES_MAX`].
+/// any log or UI and cut to `REQUEST_ID_BYTES_MAX` (128).
 pub fn readback_ref(status: u16, request_id: Option<(&str, &str)>) -> String {
     let mut out = status.to_string();
     if let Some((header, id)) = request_id {

@@ -5,7 +5,7 @@
 //! that is HttpOnly, SameSite=Strict, Secure when served over TLS, and ends after a bounded
 //! lifetime), the CSRF check of every state-changing form, the read-only role's refusal of
 //! every change, the confirmation step before each operator action, and the pages themselves
-//! ([`pages`], [`act`], drawn by [`html`]). Its stylesheet and script are compiled into the
+//! (`pages`, `act`, drawn by `html`). Its stylesheet and script are compiled into the
 //! binary (`assets/`): nothing is fetched from anywhere else.
 //!
 //! Must not know: SQL or any business rule. Reads go through `wharf::console` (bounded, in a

@@ -48,7 +48,7 @@ mod maintenance;
 mod run;
 
 use crate::store::outbox::{ClaimedRow, CompletionRow};
-pub use config::ExecutorConfig;
+pub use config::{ExecutorConfig, FENCE_MARGIN_PER_LEASE_DIVISOR};
 
 /// Hard ceiling of one claim (SPEC §2.3): bounds the statement's locks and the batch's work.
 pub const CLAIM_BATCH_LIMIT: u32 = 100;
@@ -174,6 +174,15 @@ impl std::fmt::Debug for Executor {
 
 impl Executor {
     /// An executor over `pool` for the kinds in `registry`. Checks the configuration.
+    ///
+    /// Connections: the executor opens its own small pool for its statements (claims, fences,
+    /// completions, sweeps; at most 8 connections, made lazily from `pool`'s connect options),
+    /// so a busy application pool never holds up a fence. `pool` itself serves the NOTIFY
+    /// listener (one connection while [`run`](Executor::run) runs, with `notify` on) and the
+    /// adapters' [`Attempt::read_only`](super::Attempt::read_only) look-ups (at most one per
+    /// running attempt, so up to `concurrency_max`). Size it at `concurrency_max + 1` beyond
+    /// what the application itself needs; a smaller pool is safe, and only makes look-ups wait.
+    /// Each replica opens the same, so PostgreSQL's `max_connections` bounds the replicas.
     pub fn new(
         pool: PgPool,
         registry: Arc<Registry>,

@@ -48,7 +48,8 @@ pub use attempt::{Attempt, Fence, FenceRefused, ReadOnly};
 pub use decide::{DEFER_MS_MAX, READBACK_REF_BYTES_MAX};
 pub use error::Error;
 pub use executor::{
-    CLAIM_BATCH_LIMIT, DrainReport, Executor, ExecutorConfig, NOTIFY_CHANNEL, SweepReport,
+    CLAIM_BATCH_LIMIT, DrainReport, Executor, ExecutorConfig, FENCE_MARGIN_PER_LEASE_DIVISOR,
+    NOTIFY_CHANNEL, SweepReport,
 };
 pub use fail_point::{FAIL_POINT_EXIT_CODE, FAIL_POINT_VAR};
 pub use kind::{
