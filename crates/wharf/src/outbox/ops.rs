@@ -191,7 +191,14 @@ pub async fn delete_ended_before<'c>(
 /// API's `Action` JSON, which leaves out the fence's own columns (the digest, the kind's flags,
 /// the lease and the write mark) and the payload once the action ended.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = Action))]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(
+        as = Action,
+        description = "An action as the API shows it. An ended action has no payload."
+    )
+)]
 #[non_exhaustive]
 pub struct ActionView {
     pub id: i64,
