@@ -194,12 +194,11 @@ async fn admit(
 ) -> Result<Json<ActionView>, ApiError> {
     actions.token.require(&headers, &correlation)?;
     let mut tx = begin(&actions.pool, &correlation).await?;
-    let changed = outbox::admit(&mut *tx, id)
+    let view = outbox::admit_proposal(&mut tx, id)
         .await
         .map_err(|e| before_commit(e, &correlation))?;
-    let view = find(&mut *tx, id, &correlation).await?;
     commit(tx, &correlation).await?;
-    decided(view, changed, "admitted", &correlation)
+    Ok(Json(view))
 }
 
 #[utoipa::path(
@@ -227,12 +226,11 @@ async fn refuse(
 ) -> Result<Json<ActionView>, ApiError> {
     actions.token.require(&headers, &correlation)?;
     let mut tx = begin(&actions.pool, &correlation).await?;
-    let changed = outbox::refuse(&mut *tx, id)
+    let view = outbox::refuse_proposal(&mut tx, id)
         .await
         .map_err(|e| before_commit(e, &correlation))?;
-    let view = find(&mut *tx, id, &correlation).await?;
     commit(tx, &correlation).await?;
-    decided(view, changed, "refused", &correlation)
+    Ok(Json(view))
 }
 
 /// What an erasure did.
@@ -298,28 +296,6 @@ pub(crate) async fn commit(
 
 /// An error inside a transaction whose COMMIT was not sent (also the console's name for it).
 pub(crate) use crate::error::outbox_not_committed as before_commit;
-
-/// After admit/refuse: the action as it is now (404 when unknown), or 409 when it was not a
-/// proposal (admitting twice is not an error worth retrying, but the caller should know).
-pub(crate) fn decided(
-    view: ActionView,
-    changed: bool,
-    verb: &str,
-    correlation: &CorrelationId,
-) -> Result<Json<ActionView>, ApiError> {
-    if !changed {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "not-proposed",
-            format!(
-                "action {} is {} and cannot be {verb}; only a PROPOSED action can",
-                view.id, view.state
-            ),
-            correlation,
-        ));
-    }
-    Ok(Json(view))
-}
 
 /// Reads one action, 404 when there is none. A read commits nothing, so a database failure is
 /// `unavailable` (inside a write's transaction, that transaction is not committed yet either).

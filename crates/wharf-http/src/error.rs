@@ -324,6 +324,12 @@ pub(crate) fn outbox_error(error: outbox::Error, correlation: &CorrelationId) ->
             format!("no action {id}"),
             correlation,
         ),
+        e @ outbox::Error::NotProposed { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "not-proposed",
+            e.to_string(),
+            correlation,
+        ),
         e @ outbox::Error::NotCancellable { .. } => ApiError::new(
             StatusCode::CONFLICT,
             "not-cancellable",

@@ -480,16 +480,12 @@ pub(super) async fn perform(
     let operator = signed.session.operator.as_str();
     let (detail, back) = match &op {
         Op::Admit(id) | Op::Refuse(id) => {
-            let (changed, verb) = if matches!(op, Op::Admit(_)) {
-                (outbox::admit(&mut *tx, *id).await, "admitted")
+            let (decided, verb) = if matches!(op, Op::Admit(_)) {
+                (outbox::admit_proposal(&mut tx, *id).await, "admitted")
             } else {
-                (outbox::refuse(&mut *tx, *id).await, "refused")
+                (outbox::refuse_proposal(&mut tx, *id).await, "refused")
             };
-            let changed = changed.map_err(|e| api(actions::before_commit(e, &correlation)))?;
-            let view = actions::find(&mut *tx, *id, &correlation)
-                .await
-                .map_err(api)?;
-            drop(actions::decided(view, changed, verb, &correlation).map_err(api)?);
+            decided.map_err(|e| api(actions::before_commit(e, &correlation)))?;
             (
                 verb.to_owned(),
                 format!("{base}/actions/{id}?notice={verb}"),

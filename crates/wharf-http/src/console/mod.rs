@@ -10,7 +10,7 @@
 //!
 //! Must not know: SQL or any business rule. Reads go through `wharf::console` (bounded, in a
 //! read-only transaction with a statement timeout); every action goes through the same library
-//! function and the same error mapping as the HTTP admin API (`outbox::admit`, `refuse`,
+//! function and the same error mapping as the HTTP admin API (`outbox::admit_proposal`, `refuse_proposal`,
 //! `erase_subject`; `inbox::streams::skip`, `advance_floor`), in a transaction that also writes
 //! the operator audit row, committed with [`wharf::commit::commit`].
 

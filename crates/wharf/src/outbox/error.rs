@@ -42,6 +42,18 @@ pub enum Error {
     /// deleted by retention). Nothing was written; retrying cannot help.
     #[error("no action {0}")]
     NotFound(i64),
+    /// An operator asked to admit or refuse an action that is not PROPOSED (already decided,
+    /// or never a proposal). Nothing was written; retrying cannot help, and admitting twice is
+    /// harmless, but the caller should know.
+    #[error("action {id} is {state} and cannot be {asked}; only a PROPOSED action can")]
+    NotProposed {
+        /// The action.
+        id: i64,
+        /// Its state when asked.
+        state: wharf_core::action::ActionState,
+        /// What was asked: `admitted` or `refused`.
+        asked: &'static str,
+    },
     /// An operator asked to cancel an action that is not PROPOSED or ADMITTED. Nothing was
     /// written. An EXECUTING action's attempt may be at its provider: cancelling cannot take
     /// the effect back, so it is refused; retrying after the attempt ends finds it ADMITTED

@@ -64,7 +64,8 @@ pub use operator::{
 };
 pub use ops::{
     ActionView, DueStats, ENQUEUE_BATCH_MAX, Enqueued, LIST_LIMIT_MAX, ListFilter, admit,
-    delete_ended_before, due, enqueue, enqueue_many, erase_subject, get, list, refuse,
+    admit_proposal, delete_ended_before, due, enqueue, enqueue_many, erase_subject, get, list,
+    refuse, refuse_proposal,
 };
 pub use pause::{PAUSE_REFRESH_MS, PAUSES_MAX, Pause, Paused, Resumed, pause, pauses, resume};
 pub use request::{

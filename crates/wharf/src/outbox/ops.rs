@@ -170,6 +170,38 @@ pub async fn refuse<'c>(executor: impl PgExecutor<'c>, id: i64) -> Result<bool, 
     Ok(refused.is_some())
 }
 
+/// [`admit`], then the action as it is now, in the caller's transaction: the one call an
+/// operator's "admit" makes. [`Error::NotFound`] when there is no such action;
+/// [`Error::NotProposed`] when it was not PROPOSED (nothing changed).
+pub async fn admit_proposal(conn: &mut PgConnection, id: i64) -> Result<ActionView, Error> {
+    let changed = admit(&mut *conn, id).await?;
+    proposal_decided(conn, id, changed, "admitted").await
+}
+
+/// [`refuse`], then the action as it is now, as [`admit_proposal`] does for an admit.
+pub async fn refuse_proposal(conn: &mut PgConnection, id: i64) -> Result<ActionView, Error> {
+    let changed = refuse(&mut *conn, id).await?;
+    proposal_decided(conn, id, changed, "refused").await
+}
+
+/// After an admit or refuse: the action, or why it was not the proposal it was taken for.
+async fn proposal_decided(
+    conn: &mut PgConnection,
+    id: i64,
+    changed: bool,
+    asked: &'static str,
+) -> Result<ActionView, Error> {
+    let view = get(&mut *conn, id).await?.ok_or(Error::NotFound(id))?;
+    if !changed {
+        return Err(Error::NotProposed {
+            id,
+            state: view.state,
+            asked,
+        });
+    }
+    Ok(view)
+}
+
 /// Deletes every action whose subject is `account` (erasure), in any state. A pending one never
 /// runs; a claimed one's fence refuses and its result is dropped; a write that already passed
 /// its fence still reaches the provider. Returns how many were deleted.

@@ -308,6 +308,46 @@ async fn proposals_wait_for_admit_or_refuse_and_hold_their_lane() {
 }
 
 #[tokio::test]
+async fn an_operator_decision_on_a_proposal_answers_with_the_action_or_why_not() {
+    let db = TestDb::new().await;
+    let (registry, ..) = registry();
+    let mut p = req("lane", "p");
+    p.proposed = true;
+    let p = enqueue(&db.pool, &registry, p).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+
+    let admitted = wharf::outbox::admit_proposal(&mut conn, p).await.unwrap();
+    assert_eq!((admitted.id, admitted.state), (p, ActionState::Admitted));
+    // Not a proposal any more: refused with the state it is in, and nothing changes.
+    for (result, asked) in [
+        (
+            wharf::outbox::admit_proposal(&mut conn, p).await,
+            "admitted",
+        ),
+        (
+            wharf::outbox::refuse_proposal(&mut conn, p).await,
+            "refused",
+        ),
+    ] {
+        match result {
+            Err(wharf::outbox::Error::NotProposed {
+                id,
+                state,
+                asked: a,
+            }) => {
+                assert_eq!((id, state, a), (p, ActionState::Admitted, asked));
+            }
+            other => panic!("{asked}: {other:?}"),
+        }
+    }
+    assert_eq!(view(&db.pool, p).await.state, ActionState::Admitted);
+    assert!(matches!(
+        wharf::outbox::refuse_proposal(&mut conn, p + 1_000).await,
+        Err(wharf::outbox::Error::NotFound(id)) if id == p + 1_000
+    ));
+}
+
+#[tokio::test]
 async fn a_claim_budget_keeps_actions_out_of_executing() {
     let db = TestDb::new().await;
     let (registry, fake, ..) = registry();
