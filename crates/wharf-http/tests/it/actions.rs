@@ -27,6 +27,41 @@ fn request(key: &str) -> Value {
            "idempotency_key": key, "payload": {"n": 1}})
 }
 
+/// The fields an action's JSON has, as the API has always answered: the lease, the write mark, the content digest and
+/// the kind's flags are the fence's own and never shown; the payload only until it ends.
+const ACTION_FIELDS: [&str; 18] = [
+    "attempt",
+    "created_at",
+    "ended_at",
+    "epoch",
+    "error_code",
+    "expires_at",
+    "id",
+    "idempotency_key",
+    "kind",
+    "lane_key",
+    "max_attempts",
+    "project_id",
+    "readback_ref",
+    "run_at",
+    "state",
+    "stop_reason",
+    "subject_account_id",
+    "tenant_id",
+];
+
+/// The field names of an action's JSON, sorted, the payload apart.
+fn fields(action: &Value) -> (Vec<&str>, bool) {
+    let object = action.as_object().expect("an action is a JSON object");
+    let mut names: Vec<&str> = object
+        .keys()
+        .map(String::as_str)
+        .filter(|k| *k != "payload")
+        .collect();
+    names.sort_unstable();
+    (names, object.contains_key("payload"))
+}
+
 async fn post(base: &str, path: &str, body: Option<Value>, token: Option<&str>) -> (u16, Value) {
     let mut req = http().post(format!("{base}{path}"));
     if let Some(body) = body {
@@ -65,6 +100,7 @@ async fn enqueue_is_201_then_200_then_409_and_needs_the_operator_token() {
     assert_eq!(status, 201, "{first}");
     assert_eq!(first["state"], "ADMITTED");
     assert_eq!(first["payload"], json!({"n": 1}));
+    assert_eq!(fields(&first), (ACTION_FIELDS.to_vec(), true), "{first}");
     let (status, again) = post(&base, "/v1/actions", Some(request("k1")), Some(TOKEN)).await;
     assert_eq!(status, 200);
     assert_eq!(again["id"], first["id"]);
@@ -175,6 +211,11 @@ async fn proposals_are_admitted_or_refused_once_and_erasure_deletes() {
     assert!(
         refused.get("payload").is_none(),
         "an ended action shows no payload"
+    );
+    assert_eq!(
+        fields(&refused),
+        (ACTION_FIELDS.to_vec(), false),
+        "{refused}"
     );
     let (status, _) = post(&base, "/v1/actions/424242/admit", None, Some(TOKEN)).await;
     assert_eq!(status, 404);
