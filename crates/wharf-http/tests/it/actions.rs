@@ -27,8 +27,9 @@ fn request(key: &str) -> Value {
            "idempotency_key": key, "payload": {"n": 1}})
 }
 
-/// The fields an action's JSON has, as the API has always answered: the lease, the write mark, the content digest and
-/// the kind's flags are the fence's own and never shown; the payload only until it ends.
+/// The fields an action's JSON has, as the API has always answered: the lease, the write mark,
+/// the content digest and the kind's flags are the fence's own and never shown; the payload only
+/// until the action ends.
 const ACTION_FIELDS: [&str; 18] = [
     "attempt",
     "created_at",
