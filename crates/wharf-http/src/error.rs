@@ -379,23 +379,22 @@ pub(crate) fn outbound_not_committed(
 /// inside a write's transaction before its COMMIT was sent: a database failure there committed
 /// nothing.
 pub(crate) fn inbox_not_committed(error: inbox::Error, correlation: &CorrelationId) -> ApiError {
-    use inbox::Error as InboxError;
     match error {
-        InboxError::Invalid { .. } => ApiError::invalid(error.to_string(), correlation),
-        InboxError::NotFound { .. } => ApiError::new(
+        inbox::Error::Invalid { .. } => ApiError::invalid(error.to_string(), correlation),
+        inbox::Error::NotFound { .. } => ApiError::new(
             StatusCode::NOT_FOUND,
             "not-found",
             error.to_string(),
             correlation,
         ),
-        InboxError::Conflict(_) => ApiError::new(
+        inbox::Error::Conflict(_) => ApiError::new(
             StatusCode::CONFLICT,
             "conflict",
             error.to_string(),
             correlation,
         ),
         // Inside the transaction, before its COMMIT: nothing was committed.
-        InboxError::Database(e) => ApiError::commit(&CommitError::before_commit(e), correlation),
+        inbox::Error::Database(e) => ApiError::commit(&CommitError::before_commit(e), correlation),
         other => ApiError::internal(&other, correlation),
     }
 }
