@@ -57,6 +57,12 @@ pub const GROUP_ENVELOPES_MAX: usize = 1_000;
 pub const GROUPS_IN_FLIGHT: usize = 2;
 /// Requests waiting for the writer at most; a sender past it waits for room.
 const QUEUE_JOBS_MAX: usize = 4_096;
+/// How a group's transaction starts, in the one round trip of `BEGIN`. Every statement of a
+/// group finds its rows by index, and the plans PostgreSQL keeps for a connection (the scalar
+/// forms a group of one uses are planned once, `group_context_one.sql`) are made at whatever
+/// size the tables had then: with sequential scans priced out, a plan made while a table had
+/// one page cannot become a scan of the table it has grown into.
+const BEGIN: &str = "BEGIN; SET LOCAL enable_seqscan = off";
 
 /// One verified request, waiting for its stream.
 pub(super) struct Job {
@@ -245,7 +251,7 @@ async fn attempt(
     jobs: &[Job],
 ) -> Result<Vec<Answered>, CommitError> {
     let before = CommitError::before_commit;
-    let mut tx = pool.begin().await.map_err(before)?;
+    let mut tx = pool.begin_with(BEGIN).await.map_err(before)?;
     bump(&counters.stream_transactions);
 
     // Step 7: the streams, each once, locked in stream id order.

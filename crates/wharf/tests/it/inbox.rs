@@ -10,6 +10,7 @@ mod isolation;
 mod key_lifecycle;
 mod limits;
 mod outcomes;
+mod plans;
 mod refusals;
 mod retention;
 mod support;

@@ -113,11 +113,23 @@ impl StreamKeys {
 }
 
 /// `group_lock.sql`: locks the streams that exist, in stream id order; `(index into keys,
-/// stream)` for each found.
+/// stream)` for each found. One stream is locked by `stream_lock.sql`, whose scalar parameters
+/// let PostgreSQL reuse a generic plan instead of planning the array form every time (see
+/// `group_context_one.sql`).
 pub async fn group_lock<'e>(
     ex: impl PgExecutor<'e>,
     keys: &StreamKeys,
 ) -> Result<Vec<(usize, StreamRow)>, sqlx::Error> {
+    if keys.len() == 1 {
+        let key = StreamKey {
+            tenant_id: &keys.tenant_id[0],
+            project_id: &keys.project_id[0],
+            producer_kind: &keys.producer_kind[0],
+            producer_id: &keys.producer_id[0],
+        };
+        let row = super::streams::stream_lock(ex, key).await?;
+        return Ok(row.map(|row| (0, row)).into_iter().collect());
+    }
     let rows = sqlx::query(include_str!("../../../sql/inbox/group_lock.sql"))
         .bind(&keys.tenant_id)
         .bind(&keys.project_id)
@@ -195,28 +207,55 @@ pub struct GroupContext {
     pub keys: Vec<((String, String), VerifyKeyRow)>,
 }
 
-/// `group_context.sql`: see [`GroupQuery`] and [`GroupContext`].
+impl GroupQuery<'_> {
+    /// One envelope on one stream, with one credential: what `group_context_one.sql` answers.
+    fn is_one(&self) -> bool {
+        self.candidate_stream.len() == 1
+            && self.stream_id.len() == 1
+            && self.candidate_stream[0] == self.stream_id[0]
+            && self.credential_id.len() == 1
+    }
+}
+
+/// `group_context.sql`, or `group_context_one.sql` for one envelope on one stream (the same
+/// rows): see [`GroupQuery`] and [`GroupContext`].
 pub async fn group_context<'e>(
     ex: impl PgExecutor<'e>,
     q: &GroupQuery<'_>,
     ahead_rows_max: i64,
 ) -> Result<GroupContext, sqlx::Error> {
-    let sequences: Vec<String> = q.producer_sequence.iter().map(u64::to_string).collect();
-    let cursors: Vec<String> = q.cursor.iter().map(u64::to_string).collect();
-    let rows = sqlx::query(include_str!("../../../sql/inbox/group_context.sql"))
-        .bind(&q.candidate_stream)
-        .bind(&q.event_id)
-        .bind(&q.idempotency_key)
-        .bind(&sequences)
-        .bind(&q.stream_id)
-        .bind(&cursors)
-        .bind(ahead_rows_max)
-        .bind(&q.credential_id)
-        .bind(&q.key_tenant)
-        .bind(&q.key_project)
-        .bind(&q.key_id)
-        .fetch_all(ex)
-        .await?;
+    let rows = if q.is_one() {
+        sqlx::query(include_str!("../../../sql/inbox/group_context_one.sql"))
+            .bind(q.stream_id[0])
+            .bind(q.event_id[0])
+            .bind(q.idempotency_key[0])
+            .bind(q.producer_sequence[0].to_string())
+            .bind(q.cursor[0].to_string())
+            .bind(ahead_rows_max)
+            .bind(q.credential_id[0])
+            .bind(q.key_tenant[0])
+            .bind(q.key_project[0])
+            .bind(q.key_id[0])
+            .fetch_all(ex)
+            .await?
+    } else {
+        let sequences: Vec<String> = q.producer_sequence.iter().map(u64::to_string).collect();
+        let cursors: Vec<String> = q.cursor.iter().map(u64::to_string).collect();
+        sqlx::query(include_str!("../../../sql/inbox/group_context.sql"))
+            .bind(&q.candidate_stream)
+            .bind(&q.event_id)
+            .bind(&q.idempotency_key)
+            .bind(&sequences)
+            .bind(&q.stream_id)
+            .bind(&cursors)
+            .bind(ahead_rows_max)
+            .bind(&q.credential_id)
+            .bind(&q.key_tenant)
+            .bind(&q.key_project)
+            .bind(&q.key_id)
+            .fetch_all(ex)
+            .await?
+    };
     let mut context = GroupContext::default();
     for r in rows {
         let kind: &str = r.try_get(0)?;
