@@ -69,13 +69,42 @@ pub struct KeyedRow {
     pub content_digest: Vec<u8>,
 }
 
-/// Inserts a batch in one statement (`enqueue.sql`). Rows whose key exists are skipped; when
-/// any key exists with another digest, nothing is inserted. Returns the inserted rows.
+/// Inserts a batch in one statement (`enqueue.sql`; one row by `enqueue_one.sql`). Rows whose
+/// key exists are skipped; when any key exists with another digest, nothing is inserted.
+/// Returns the inserted rows.
 pub async fn insert_actions(
     conn: &mut PgConnection,
     rows: &[NewActionRow],
     notify: bool,
 ) -> Result<Vec<InsertedRow>, sqlx::Error> {
+    if let [r] = rows {
+        let inserted: Option<(i64, String, i64)> =
+            sqlx::query_as(include_str!("../../sql/outbox/enqueue_one.sql"))
+                .bind(r.kind.as_str())
+                .bind(r.tenant_id.as_deref())
+                .bind(r.project_id.as_deref())
+                .bind(r.lane_key.as_str())
+                .bind(r.idempotency_key.as_str())
+                .bind(r.content_digest.as_slice())
+                .bind(r.at_most_once)
+                .bind(r.instance_level)
+                .bind(r.state)
+                .bind(r.max_attempts)
+                .bind(&r.payload)
+                .bind(r.subject_account_id.as_deref())
+                .bind(r.run_at)
+                .bind(r.expires_at)
+                .bind(notify)
+                .fetch_optional(conn)
+                .await?;
+        return Ok(inserted
+            .map(|(id, idempotency_key, _woken)| InsertedRow {
+                id,
+                idempotency_key,
+            })
+            .into_iter()
+            .collect());
+    }
     let mut kind = Vec::with_capacity(rows.len());
     let mut tenant = Vec::with_capacity(rows.len());
     let mut project = Vec::with_capacity(rows.len());
