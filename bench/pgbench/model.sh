@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Would the drain get markedly faster if ended actions moved out of the live table? A pgbench
+# model of wharf.action as it is ("inplace": completion updates the row into DONE) against the
+# same action with ended rows moved to an append-only table ("moved": completion deletes from the
+# live table and inserts into `ended`; the idempotency key unique over both through an insert-once
+# key table). model_setup.sql says what each design holds and leaves out; model_inplace.sql and
+# model_moved.sql are one pgbench transaction each: enqueue, claim and complete --batch actions
+# with wharf's own statement shapes (three database transactions), so the backlog stays at
+# --rows and jobs_per_second = tps × batch.
+#
+# Rounds alternate inplace, moved, inplace, moved, …, each run on a fresh setup after a
+# CHECKPOINT, and each is checked afterwards: exactly batch × transactions actions ended, the
+# backlog is still --rows. One JSON line per run, then one summary line:
+#
+#   {"system":"pgbench-model","variant":"inplace","round":1,…,"tps":…,"jobs_per_second":…,…}
+#   {"system":"pgbench-model","summary":true,"rounds":3,…,"median_ratio_moved_over_inplace":…}
+#
+# The ratio is taken per round (moved ÷ inplace of the same round), the median over rounds.
+#
+# Usage: DATABASE_URL=postgres://… bench/pgbench/model.sh [options]
+#   --seconds S   pgbench -T per run [10]
+#   --clients C   pgbench -c [4]
+#   --threads J   pgbench -j [min(C, cores)]
+#   --batch B     actions per step, 1..100 (wharf's claim maximum) [100]
+#   --rounds R    inplace+moved pairs [3]
+#   --rows N      due backlog to prefill and keep [50000]; must exceed C × B
+#   --history H   ended DONE actions to prefill, as kept until retention [0]
+#   --scan W      the claim's head-candidate window (wharf's claim_scan_max) [1000]; must be at
+#                 least C × B, or a claim can find its window full of rows other clients hold
+#   --keep        keep the wharf_model schema afterwards (it is dropped by default)
+#
+# Environment: DATABASE_URL (required); PGBENCH, PSQL to choose the programs (default: the ones on
+# PATH, else the newest under /usr/lib/postgresql/*/bin). Any failure exits non-zero.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+die() { echo "model.sh: $*" >&2; exit 2; }
+
+seconds=10
+clients=4
+threads=""
+batch=100
+rounds=3
+rows=50000
+history=0
+scan=1000
+keep=0
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --seconds) seconds="${2:?--seconds needs a value}"; shift 2 ;;
+        --clients) clients="${2:?--clients needs a value}"; shift 2 ;;
+        --threads) threads="${2:?--threads needs a value}"; shift 2 ;;
+        --batch) batch="${2:?--batch needs a value}"; shift 2 ;;
+        --rounds) rounds="${2:?--rounds needs a value}"; shift 2 ;;
+        --rows) rows="${2:?--rows needs a value}"; shift 2 ;;
+        --history) history="${2:?--history needs a value}"; shift 2 ;;
+        --scan) scan="${2:?--scan needs a value}"; shift 2 ;;
+        --keep) keep=1; shift ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+
+is_int() { [[ "$1" =~ ^[0-9]+$ ]] && (( "$1" >= $2 && "$1" <= $3 )); }
+is_int "$seconds" 1 3600 || die "--seconds must be 1..3600"
+is_int "$clients" 1 1000 || die "--clients must be 1..1000"
+is_int "$batch" 1 100 || die "--batch must be 1..100"
+is_int "$rounds" 1 100 || die "--rounds must be 1..100"
+is_int "$rows" 1 100000000 || die "--rows must be 1..100000000"
+is_int "$history" 0 100000000 || die "--history must be 0..100000000"
+is_int "$scan" 1 1000000 || die "--scan must be 1..1000000"
+cores="$(nproc 2>/dev/null || echo 2)"
+: "${threads:=$(( clients < cores ? clients : cores ))}"
+is_int "$threads" 1 "$clients" || die "--threads must be 1..clients"
+(( rows > clients * batch )) || die "--rows must exceed clients × batch ($(( clients * batch )))"
+(( scan >= clients * batch )) || die "--scan must be at least clients × batch ($(( clients * batch )))"
+[[ -n "${DATABASE_URL:-}" ]] || die "DATABASE_URL is not set"
+
+find_program() {
+    local name="$1" override="$2"
+    if [[ -n "$override" ]]; then echo "$override"; return; fi
+    if command -v "$name" >/dev/null 2>&1; then command -v "$name"; return; fi
+    local found
+    found="$(ls -d /usr/lib/postgresql/*/bin/"$name" 2>/dev/null | sort -V | tail -n 1 || true)"
+    [[ -n "$found" ]] || die "cannot find $name (set ${name^^})"
+    echo "$found"
+}
+pgbench="$(find_program pgbench "${PGBENCH:-}")"
+psql="$(find_program psql "${PSQL:-}")"
+
+sql() { "$psql" "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 "$@"; }
+
+out=""
+cleanup() {
+    if [[ -n "$out" ]]; then rm -f "$out"; fi
+    if (( keep == 0 )); then
+        sql -c "DROP SCHEMA IF EXISTS wharf_model CASCADE" >/dev/null 2>&1 || true
+    fi
+}
+trap cleanup EXIT
+
+server_version="$(sql -At -c "SHOW server_version" | awk '{print $1}')"
+pgbench_version="$("$pgbench" --version | grep -oE '[0-9]+\.[0-9]+' | head -n 1)"
+
+# Ended and backlog counts of a variant's tables, "ended backlog executing keys".
+counts() {
+    case "$1" in
+        inplace) sql -At -F ' ' -c "
+            SELECT count(*) FILTER (WHERE state = 'DONE'),
+                   count(*) FILTER (WHERE state = 'ADMITTED'),
+                   count(*) FILTER (WHERE state NOT IN ('DONE', 'ADMITTED')),
+                   count(*)
+              FROM wharf_model.action" ;;
+        moved) sql -At -F ' ' -c "
+            SELECT (SELECT count(*) FROM wharf_model.ended WHERE state = 'DONE'),
+                   count(*) FILTER (WHERE state = 'ADMITTED'),
+                   count(*) FILTER (WHERE state <> 'ADMITTED'),
+                   (SELECT count(*) FROM wharf_model.action_key)
+              FROM wharf_model.live" ;;
+    esac
+}
+
+ratios=()
+inplace_jps=()
+moved_jps=()
+for (( round = 1; round <= rounds; round++ )); do
+    for variant in inplace moved; do
+        # A fresh schema and prefill per run, so every run starts from the same table state.
+        sql -v rows="$rows" -v history="$history" -v variant="$variant" \
+            -f "$here/model_setup.sql" >/dev/null
+        read -r ended0 backlog0 other0 keys0 <<<"$(counts "$variant")"
+        (( ended0 == history && backlog0 == rows && other0 == 0 )) \
+            || die "$variant: setup left ended=$ended0 backlog=$backlog0 other=$other0"
+        # The prefill's WAL should not be flushed by a checkpoint in the middle of the run.
+        sql -c "CHECKPOINT" >/dev/null 2>&1 || echo "model.sh: note: CHECKPOINT not allowed, skipped" >&2
+
+        out="$(mktemp)"
+        status=0
+        timeout --kill-after=10 "$(( seconds + 60 ))" \
+            "$pgbench" -n -M prepared -T "$seconds" -c "$clients" -j "$threads" \
+            -D batch="$batch" -D scan="$scan" -f "$here/model_$variant.sql" "$DATABASE_URL" \
+            >"$out" 2>&1 || status=$?
+        if (( status != 0 )) || grep -qiE 'error|abort' "$out"; then
+            cat "$out" >&2
+            die "pgbench failed on $variant, round $round (exit $status)"
+        fi
+        tps="$(awk '/^tps = / {print $3; exit}' "$out")"
+        transactions="$(awk -F': ' '/^number of transactions actually processed/ {split($2, a, "/"); print a[1]; exit}' "$out")"
+        latency="$(awk '/^latency average = / {print $4; exit}' "$out")"
+        rm -f "$out"; out=""
+        [[ -n "$tps" && -n "$transactions" && -n "$latency" ]] \
+            || die "cannot read pgbench's report for $variant, round $round"
+
+        # Every counted transaction drained exactly batch actions; the backlog kept its size.
+        read -r ended1 backlog1 other1 keys1 <<<"$(counts "$variant")"
+        drained=$(( ended1 - ended0 ))
+        (( drained == transactions * batch )) \
+            || die "$variant, round $round: $drained actions ended, expected $transactions × $batch"
+        (( backlog1 == rows && other1 == 0 )) \
+            || die "$variant, round $round: backlog $backlog1 (expected $rows), $other1 in other states"
+        (( keys1 == ended1 + backlog1 )) \
+            || die "$variant, round $round: $keys1 keys for $(( ended1 + backlog1 )) actions"
+        # Heap + indexes + TOAST of the variant's tables after the run, in kB.
+        case "$variant" in
+            inplace) tables="'action'" ;;
+            moved) tables="'live', 'ended', 'action_key'" ;;
+        esac
+        sizes="$(sql -At -c "
+            SELECT string_agg(format('\"%s\":%s', c.relname,
+                                     pg_total_relation_size(c.oid) / 1024), ',' ORDER BY c.relname)
+              FROM pg_class c
+             WHERE c.relnamespace = 'wharf_model'::regnamespace AND c.relname IN ($tables)")"
+
+        jps="$(awk -v t="$tps" -v b="$batch" 'BEGIN { printf "%.3f", t * b }')"
+        if [[ "$variant" == inplace ]]; then inplace_jps+=("$jps"); else moved_jps+=("$jps"); fi
+        printf '{"system":"pgbench-model","variant":"%s","round":%d,"clients":%d,"threads":%d,"seconds":%d,"batch":%d,"rows":%d,"history":%d,"scan":%d,"transactions":%d,"drained":%d,"tps":%s,"jobs_per_second":%s,"latency_ms_avg":%s,"table_kb":{%s},"pgbench_version":"%s","server_version":"%s"}\n' \
+            "$variant" "$round" "$clients" "$threads" "$seconds" "$batch" "$rows" "$history" \
+            "$scan" "$transactions" "$drained" "$tps" "$jps" "$latency" "$sizes" \
+            "$pgbench_version" "$server_version"
+    done
+    ratios+=("$(awk -v m="${moved_jps[-1]}" -v i="${inplace_jps[-1]}" 'BEGIN { printf "%.4f", m / i }')")
+done
+
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.4f", v[(NR + 1) / 2]; else printf "%.4f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+join() { local IFS=,; echo "$*"; }
+printf '{"system":"pgbench-model","summary":true,"rounds":%d,"clients":%d,"batch":%d,"seconds":%d,"rows":%d,"history":%d,"median_inplace_jobs_per_second":%s,"median_moved_jobs_per_second":%s,"ratios_moved_over_inplace":[%s],"median_ratio_moved_over_inplace":%s}\n' \
+    "$rounds" "$clients" "$batch" "$seconds" "$rows" "$history" \
+    "$(median "${inplace_jps[@]}")" "$(median "${moved_jps[@]}")" "$(join "${ratios[@]}")" \
+    "$(median "${ratios[@]}")"
