@@ -86,4 +86,7 @@ pub use store::verify;
 #[doc(hidden)]
 pub mod testing {
     pub use crate::store::outbox;
+    /// How the inbox's group commit starts its transaction, so a test can make plans under the
+    /// same settings.
+    pub const INBOX_GROUP_BEGIN: &str = crate::inbox::GROUP_BEGIN;
 }

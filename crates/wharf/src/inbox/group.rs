@@ -62,7 +62,7 @@ const QUEUE_JOBS_MAX: usize = 4_096;
 /// forms a group of one uses are planned once, `group_context_one.sql`) are made at whatever
 /// size the tables had then: with sequential scans priced out, a plan made while a table had
 /// one page cannot become a scan of the table it has grown into.
-const BEGIN: &str = "BEGIN; SET LOCAL enable_seqscan = off";
+pub(crate) const BEGIN: &str = "BEGIN; SET LOCAL enable_seqscan = off";
 
 /// One verified request, waiting for its stream.
 pub(super) struct Job {

@@ -89,6 +89,8 @@ mod credentials;
 mod decode;
 mod error;
 mod group;
+#[cfg(feature = "testing")]
+pub(crate) use group::BEGIN as GROUP_BEGIN;
 mod ingest;
 mod keys;
 pub mod limiter;

@@ -212,7 +212,6 @@ impl GroupQuery<'_> {
     fn is_one(&self) -> bool {
         self.candidate_stream.len() == 1
             && self.stream_id.len() == 1
-            && self.candidate_stream[0] == self.stream_id[0]
             && self.credential_id.len() == 1
     }
 }

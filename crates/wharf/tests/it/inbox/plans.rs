@@ -5,8 +5,8 @@
 //! or one of a single page (where a scan is cheapest). Not timed: the shape is asserted.
 
 use serde_json::Value;
-use sqlx::PgConnection;
-use sqlx::{Acquire, AssertSqlSafe};
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use wharf::testing::INBOX_GROUP_BEGIN;
 
 use super::support::*;
 
@@ -40,19 +40,16 @@ fn indexes(plan: &Value, found: &mut Vec<String>) {
     }
 }
 
-/// The generic plan of `sql` as a group's transaction makes it (sequential scans off, see
-/// `BEGIN` in inbox/group.rs), as EXPLAIN's JSON.
+/// The generic plan of `sql` in a transaction started as a group's is (sequential scans off,
+/// `INBOX_GROUP_BEGIN`), as EXPLAIN's JSON.
 async fn generic_plan(conn: &mut PgConnection, name: &str, sql: &str, execute: &str) -> Value {
-    let mut tx = conn.begin().await.unwrap();
-    for set in [
-        "SET LOCAL enable_seqscan = off",
+    let mut tx = conn.begin_with(INBOX_GROUP_BEGIN).await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(
         "SET LOCAL plan_cache_mode = force_generic_plan",
-    ] {
-        sqlx::raw_sql(AssertSqlSafe(set))
-            .execute(&mut *tx)
-            .await
-            .unwrap();
-    }
+    ))
+    .execute(&mut *tx)
+    .await
+    .unwrap();
     sqlx::raw_sql(AssertSqlSafe(format!("PREPARE {name} AS {sql}")))
         .execute(&mut *tx)
         .await
