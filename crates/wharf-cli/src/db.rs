@@ -190,12 +190,16 @@ struct Failed {
 }
 
 impl Failed {
+    /// A query or a migration that failed. Its pool may have opened a new connection for it,
+    /// and that connect may have met the same garbage as a first connect does (the fault suite
+    /// saw a worker exit at its migrations with "unexpected response from SSLRequest" while
+    /// PostgreSQL restarted), so a protocol error counts as garbled here too.
     fn sqlx(error: sqlx::Error, context: &'static str) -> Failed {
         Failed {
             transient: transient(&error),
+            garbled: garbled(&error),
             error: anyhow::Error::new(error).context(context),
             connecting: false,
-            garbled: false,
         }
     }
 
@@ -204,9 +208,8 @@ impl Failed {
     fn connect(error: sqlx::Error) -> Failed {
         let refused = matches!(&error, sqlx::Error::Io(io)
             if io.kind() == std::io::ErrorKind::ConnectionRefused);
-        let garbled = matches!(&error, sqlx::Error::Protocol(_));
         Failed {
-            garbled,
+            garbled: garbled(&error),
             transient: transient(&error),
             error: if refused {
                 anyhow::anyhow!(
@@ -236,6 +239,20 @@ fn transient(error: &sqlx::Error) -> bool {
         sqlx::Error::Migrate(e) => match &**e {
             sqlx::migrate::MigrateError::Execute(inner)
             | sqlx::migrate::MigrateError::ExecuteMigration(inner, _) => transient(inner),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Whether the peer answered with something other than PostgreSQL's protocol (see
+/// [`GARBLED_CONNECT_ATTEMPTS_MAX`]), directly or inside a migration's error.
+fn garbled(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Migrate(e) => match &**e {
+            sqlx::migrate::MigrateError::Execute(inner)
+            | sqlx::migrate::MigrateError::ExecuteMigration(inner, _) => garbled(inner),
             _ => false,
         },
         _ => false,
@@ -611,6 +628,32 @@ mod tests {
         assert!(!transient(&migrate(
             sqlx::migrate::MigrateError::VersionMismatch(3)
         )));
+    }
+
+    #[test]
+    fn garbage_from_the_peer_is_garbled_in_a_connect_a_query_or_a_migration() {
+        let protocol = || sqlx::Error::Protocol("unexpected response from SSLRequest: 0x00".into());
+        let migrate = |inner| sqlx::Error::Migrate(Box::new(inner));
+        assert!(garbled(&protocol()));
+        assert!(garbled(&migrate(sqlx::migrate::MigrateError::Execute(
+            protocol()
+        ))));
+        assert!(!garbled(&sqlx::Error::PoolTimedOut));
+        assert!(!garbled(&migrate(sqlx::migrate::MigrateError::Execute(
+            sqlx::Error::PoolTimedOut
+        ))));
+        // Each way an attempt fails keeps the mark, so the start-up loop retries it a bounded
+        // number of times instead of giving up at the first one.
+        assert!(Failed::connect(protocol()).garbled);
+        assert!(Failed::sqlx(protocol(), "cannot bring the database schema up to date").garbled);
+        assert!(
+            Failed::sqlx(
+                migrate(sqlx::migrate::MigrateError::Execute(protocol())),
+                "cannot bring the database schema up to date"
+            )
+            .garbled
+        );
+        assert!(!Failed::sqlx(sqlx::Error::RowNotFound, "a query").garbled);
     }
 
     #[test]
