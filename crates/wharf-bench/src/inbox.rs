@@ -16,6 +16,11 @@
 //! sequence, and afterwards each stream's cursor must equal its last sequence with one audit row
 //! per envelope; anything else fails the run.
 //!
+//! Memory: each batch size's result holds the process's resident set before sending (the
+//! prepared requests are already in it) and its peak while sending, so a run with 1,000 and one
+//! with 100,000 streams tell whether ingest holds anything per stream or producer. With `--url`
+//! the server is another process and this is the load generator's alone.
+//!
 //! Baselines from the same run: pgbench `insert` at `--connections` clients (the commit rate
 //! under the single endpoint, one transaction per envelope), `GET /healthz` requests/s over the
 //! same connections (the HTTP stack's floor, `http` only), and strict Ed25519 verifications per
@@ -42,6 +47,9 @@ use crate::Database;
 pub(crate) const PROJECT: &str = "bench";
 /// Most envelopes one run may send (all are signed and held in memory first, ~600 bytes each).
 pub(crate) const ENVELOPES_MAX: u64 = 2_000_000;
+/// Streams one run may spread its envelopes over: enough for the memory goal's 100,000
+/// producers, and below 2^24 so a stream's number fits its bits of the event id.
+pub(crate) const STREAMS_MAX: u64 = 100_000;
 
 /// How requests reach the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -78,7 +86,7 @@ pub(crate) struct InboxArgs {
     #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=ENVELOPES_MAX))]
     envelopes: u64,
     /// Streams (producers) the envelopes are spread over.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=STREAMS_MAX))]
     streams: u64,
     /// Envelopes per request; 1 uses the single endpoint, more the batch endpoint. Several
     /// (e.g. 1,100) are measured one after the other in each run.
@@ -241,7 +249,13 @@ async fn measure_runs(
             deadline.check(|| format!("before run {run}, batch {batch}"))?;
             let prepared = prepare(args, pool, &format!("{tag}r{run}b{batch}"), batch).await?;
             super::checkpoint(pool).await;
+            // What ingest itself holds: the resident set before sending (the prepared requests
+            // are already in it) and its peak while sending, in this one process (server and
+            // load generator; the generator allocates nothing per stream while it sends).
+            report::reset_peak_rss();
+            let (rss_before, _) = report::rss_mib();
             let sent = send(args, target, prepared.requests, deadline).await?;
+            let (_, rss_peak) = report::rss_mib();
             check(pool, &prepared.streams, args.envelopes).await?;
             results.push(json!({
                 "batch": batch,
@@ -251,6 +265,11 @@ async fn measure_runs(
                 "envelopes_per_second": args.envelopes as f64 / sent.seconds,
                 "request_ms": Distribution::of(sent.request_ms),
                 "sign_per_second": prepared.sign_per_second,
+                "rss_mib": {
+                    "before": rss_before,
+                    "peak": rss_peak,
+                    "growth": rss_before.zip(rss_peak).map(|(b, p)| (p - b).max(0.0)),
+                },
             }));
         }
         let jetstream = if args.jetstream {
@@ -426,7 +445,9 @@ async fn prepare(
         let credential = inbox::issue_credential(pool, TENANT, "bench", Some(&device)).await?;
         let token: Arc<str> = Arc::from(credential.token.as_str());
         // Event ids unique across streams and runs: the start time in µs above the sequence.
-        let base = (micros << 40) + (u128::from(s) << 24);
+        // 24 bits each for the stream and the sequence (both bounded far below), the start
+        // time above them (about 51 bits of µs; the id holds 125).
+        let base = (micros << 48) + (u128::from(s) << 24);
         let mut seq = 0;
         while seq < count {
             let chunk = batch.min(count - seq);
@@ -664,11 +685,13 @@ pub(super) async fn check(pool: &PgPool, streams: &[Stream], envelopes: u64) -> 
         cursors.len(),
         streams.len()
     );
+    // By map, not by search: a run may have 100,000 streams.
+    let cursor_of: std::collections::HashMap<&str, &str> = cursors
+        .iter()
+        .map(|(d, c)| (d.as_str(), c.as_str()))
+        .collect();
     for stream in streams {
-        let cursor = cursors
-            .iter()
-            .find(|(d, _)| *d == stream.device)
-            .map(|(_, c)| c.as_str());
+        let cursor = cursor_of.get(stream.device.as_str()).copied();
         ensure!(
             cursor == Some(stream.last_sequence.to_string().as_str()),
             "stream {}: cursor {cursor:?}, expected {}",
@@ -737,6 +760,7 @@ fn summary(args: &InboxArgs, rows: &[Value], machine: &Machine) -> Value {
                     "p99": median(&of(&["request_ms", "p99"])),
                 },
                 "sign_per_second": median(&of(&["sign_per_second"])),
+                "rss_growth_mib": median(&of(&["rss_mib", "growth"])),
             })
         })
         .collect();
@@ -805,6 +829,7 @@ fn print(args: &InboxArgs, rows: &[Value], summary: &Value, machine: &Machine) {
                     f(x, &["request_ms", "p99"], 2)
                 ),
                 f(x, &["sign_per_second"], 0),
+                f(x, &["rss_mib", "growth"], 1),
                 f(r, &["baseline", "insert_commits_per_second"], 0),
                 f(r, &["baseline", "healthz_per_second"], 0),
                 f(r, &["baseline", "verify_per_second_one_core"], 0),
@@ -822,6 +847,7 @@ fn print(args: &InboxArgs, rows: &[Value], summary: &Value, machine: &Machine) {
                 f(b, &["request_ms", "p99"], 2)
             ),
             f(b, &["sign_per_second"], 0),
+            f(b, &["rss_growth_mib"], 1),
             f(summary, &["baseline", "insert_commits_per_second"], 0),
             f(summary, &["baseline", "healthz_per_second"], 0),
             f(summary, &["baseline", "verify_per_second_one_core"], 0),
@@ -834,6 +860,7 @@ fn print(args: &InboxArgs, rows: &[Value], summary: &Value, machine: &Machine) {
             "envelopes/s",
             "request p50/p99 ms",
             "signed/s",
+            "RSS growth MiB",
             "insert commits/s",
             "healthz/s",
             "verifies/s/core",

@@ -58,7 +58,16 @@ async fn inbox_accepts_every_envelope_on_both_endpoints() {
     for r in results {
         assert_eq!(r["envelopes"], 30);
         assert!(r["envelopes_per_second"].as_f64().unwrap() > 0.0);
+        // The resident set around the send phase (Linux), and what it grew by.
+        let rss = &r["rss_mib"];
+        let (before, peak) = (
+            rss["before"].as_f64().unwrap(),
+            rss["peak"].as_f64().unwrap(),
+        );
+        assert!(before > 0.0 && peak > 0.0, "{rss}");
+        assert_eq!(rss["growth"].as_f64().unwrap(), (peak - before).max(0.0));
     }
+    assert!(lines[1]["by_batch"][0]["rss_growth_mib"].as_f64().is_some());
     // The run checked cursors and audit itself; the database agrees.
     let accepted: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM wharf.inbox_audit WHERE outcome = 'accept-delayed'",
