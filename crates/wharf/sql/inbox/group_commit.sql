@@ -1,8 +1,8 @@
 -- SPEC §3.4 step 8 for a group commit in one round trip: the permanent identities, their
 -- expiring payloads, the cursors and the redacted audit of every decision of every request in
 -- the group, written together under the locks of group_lock.sql. Arrays carry one element per
--- accepted envelope, per moved cursor or per decision, so the cost is one statement whatever the
--- group's size.
+-- accepted envelope, per stream written (cursor moved or identity stored) or per decision, so
+-- the cost is one statement whatever the group's size.
 -- Identities: $1 stream, $2 event id, $3 idempotency key, $4 sequence (text), $5 content
 -- digest, $6 event type, $7 key id, $8 outcome, $9 correlation id, $10 occurred_at,
 -- $11 payload (canonical JSON text); cursors: $12 stream, $13 new cursor (text); audit rows:
@@ -35,10 +35,15 @@ WITH incoming AS MATERIALIZED (
     FROM incoming
     RETURNING identity_id
 ), cursor AS (
+    -- Every stream given here gets a new row version, even when its cursor stays (an envelope
+    -- stored beyond a gap): the caller lists each stream whose cursor moved or that stored an
+    -- identity, and group_lock_context_one.sql tells a stale read by the stream row's version.
     UPDATE wharf.inbox_streams s
-    SET acknowledged_sequence = c.cursor::numeric, updated_at = now()
+    SET acknowledged_sequence = c.cursor::numeric,
+        updated_at = CASE WHEN s.acknowledged_sequence <> c.cursor::numeric THEN now()
+                          ELSE s.updated_at END
     FROM unnest($12::bigint[], $13::text[]) AS c(stream_id, cursor)
-    WHERE s.stream_id = c.stream_id AND s.acknowledged_sequence <> c.cursor::numeric
+    WHERE s.stream_id = c.stream_id
     RETURNING s.stream_id
 ), audited AS (
     INSERT INTO wharf.inbox_audit (action, tenant_id, project_id, actor_account, actor_device,

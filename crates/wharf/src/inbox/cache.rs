@@ -5,11 +5,13 @@
 //! ([`CACHE_ENTRIES_MAX`] per cache). Must not know what a credential or key is used for.
 //!
 //! A cache may be stale, and nothing that is admitted relies on it: the transaction that commits
-//! an envelope reads the credential's and the key's current state again after taking the stream
-//! lock (`group_context.sql`), and an audit-only request writes its audit only while its
-//! credential is live (`audit_insert.sql`). So a revocation, retirement or removal that has
-//! committed is honoured by every ingest transaction that reads after it: no envelope is
-//! admitted by a credential or key after its revocation committed. What the TTL bounds is only
+//! an envelope reads the credential's and the key's current state again, after taking the
+//! stream lock (`group_context.sql`) or in the statement that takes it (a lone envelope,
+//! `group_lock_context_one.sql`, which reads again under the lock whenever it waited for another
+//! transaction's store), and an audit-only request writes its audit only while its credential
+//! is live (`audit_insert.sql`). So a revocation, retirement or removal that has committed is
+//! honoured by every ingest transaction whose read began after it: no envelope is admitted by a
+//! credential or key whose revocation committed before that read. What the TTL bounds is only
 //! how long a refusal decided before the lock may still reflect the old state (a revoked key
 //! answered `payload` instead of `signature-revoked-key`, say): at most [`CACHE_TTL`].
 //!

@@ -16,7 +16,9 @@
 //!
 //! In the transaction: every stream of the group is locked in stream id order (creating the
 //! missing ones), then one statement reads the retained identities, the runs beyond each
-//! cursor, and the current state of every credential and key involved; then each stream is
+//! cursor, and the current state of every credential and key involved (a group of one envelope
+//! locks and reads in one statement, and reads again under the lock when another transaction
+//! stored on its stream while it waited: [`lock_and_read_one`]); then each stream is
 //! decided in the order its requests arrived, exactly as one request alone would be decided
 //! (`wharf_core::inbox::StreamRun`, the pure per-stream batch decision); then one statement writes
 //! everything. A credential revoked since it was cached makes its request 401 with nothing
@@ -33,19 +35,19 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use wharf_core::inbox::{Identity, Known, Outcome, Refusal, StreamRun, StreamState};
 
-use super::ingest::{Decided, Done, Item};
+use super::ingest::{Candidate, Decided, Done, Item};
 use super::keys::{KeyUse, key_usable};
 use super::response::Original;
 use super::streams::{CURSOR_WALK_ROWS_MAX, walk_cursor};
 use super::{Counters, Route, VerifiedIdentity, bump};
 use crate::commit::{CommitError, Committed};
 use crate::store::inbox::{
-    self as store, AuditScope, GroupQuery, GroupWrite, StreamKey, StreamKeys, StreamRow,
-    VerifyKeyRow,
+    self as store, AuditScope, GroupContext, GroupQuery, GroupWrite, LockedOne, LoneQuery,
+    StreamKey, StreamKeys, StreamRow, VerifyKeyRow,
 };
 
 /// Envelopes one group commit takes at most (a batch request larger than this is a group of
@@ -59,9 +61,9 @@ pub const GROUPS_IN_FLIGHT: usize = 2;
 const QUEUE_JOBS_MAX: usize = 4_096;
 /// How a group's transaction starts, in the one round trip of `BEGIN`. Every statement of a
 /// group finds its rows by index, and the plans PostgreSQL keeps for a connection (the scalar
-/// forms a group of one uses are planned once, `group_context_one.sql`) are made at whatever
-/// size the tables had then: with sequential scans priced out, a plan made while a table had
-/// one page cannot become a scan of the table it has grown into.
+/// form a group of one uses, `group_lock_context_one.sql`, is planned once) are made at
+/// whatever size the tables had then: with sequential scans priced out, a plan made while a
+/// table had one page cannot become a scan of the table it has grown into.
 pub(crate) const BEGIN: &str = "BEGIN; SET LOCAL enable_seqscan = off";
 
 /// One verified request, waiting for its stream.
@@ -274,55 +276,17 @@ async fn attempt(
             });
         job_slot.push(slot);
     }
-    let mut streams: Vec<Option<StreamRow>> = vec![None; keys.len()];
-    for (index, row) in store::group_lock(&mut *tx, &keys).await.map_err(before)? {
-        streams[index] = Some(row);
-    }
-    let missing: Vec<usize> = (0..keys.len()).filter(|&i| streams[i].is_none()).collect();
-    if !missing.is_empty() {
-        let mut absent = StreamKeys::default();
-        for &i in &missing {
-            absent.tenant_id.push(keys.tenant_id[i].clone());
-            absent.project_id.push(keys.project_id[i].clone());
-            absent.producer_kind.push(keys.producer_kind[i].clone());
-            absent.producer_id.push(keys.producer_id[i].clone());
+    let (streams, context) = match lone(jobs) {
+        Some((job, candidate)) => {
+            let (stream, context) = lock_and_read_one(&mut tx, job, candidate)
+                .await
+                .map_err(before)?;
+            (vec![stream], context)
         }
-        store::group_streams_insert(&mut *tx, &absent)
+        None => lock_and_read(&mut tx, jobs, &keys, &job_slot)
             .await
-            .map_err(before)?;
-        for (index, row) in store::group_lock(&mut *tx, &absent).await.map_err(before)? {
-            streams[missing[index]] = Some(row);
-        }
-    }
-    let streams: Vec<StreamRow> = streams
-        .into_iter()
-        .map(|s| s.ok_or(sqlx::Error::RowNotFound))
-        .collect::<Result<_, _>>()
-        .map_err(before)?;
-
-    // One read for every decision of the group, after the locks (see group_context.sql).
-    let mut query = GroupQuery::default();
-    for (job, &slot) in jobs.iter().zip(&job_slot) {
-        query.credential_id.push(job.credential_id);
-        for item in &job.items {
-            if let Item::Candidate(c) = item {
-                query.candidate_stream.push(streams[slot].stream_id);
-                query.event_id.push(&c.envelope.event_id);
-                query.idempotency_key.push(&c.envelope.idempotency_key);
-                query.producer_sequence.push(c.envelope.producer_sequence);
-                query.key_tenant.push(job.identity.tenant());
-                query.key_project.push(&job.route.project);
-                query.key_id.push(&c.envelope.integrity.key_id);
-            }
-        }
-    }
-    query.credential_id.sort_unstable();
-    query.credential_id.dedup();
-    query.stream_id = streams.iter().map(|s| s.stream_id).collect();
-    query.cursor = streams.iter().map(|s| s.acknowledged_sequence).collect();
-    let context = store::group_context(&mut *tx, &query, CURSOR_WALK_ROWS_MAX)
-        .await
-        .map_err(before)?;
+            .map_err(before)?,
+    };
 
     let slot_by_stream: HashMap<i64, usize> = streams
         .iter()
@@ -440,9 +404,12 @@ async fn attempt(
         }
         decided.push(Some(items));
     }
+    // A stream that stored an identity is written even when its cursor stays: every such
+    // transaction leaves a new version of the stream's row, which is how
+    // `group_lock_context_one.sql` tells a read that missed it.
     for slot in &slots {
         let cursor = slot.run.state().acknowledged_sequence;
-        if cursor != slot.stream.acknowledged_sequence {
+        if cursor != slot.stream.acknowledged_sequence || slot.run.stored_any() {
             write.cursor_stream.push(slot.stream.stream_id);
             write.cursor.push(cursor);
         }
@@ -488,6 +455,120 @@ async fn attempt(
             }
         })
         .collect())
+}
+
+/// The one envelope of a group of one request, when that is all the group holds: it reads
+/// through [`lock_and_read_one`].
+fn lone(jobs: &[Job]) -> Option<(&Job, &Candidate)> {
+    let [job] = jobs else {
+        return None;
+    };
+    let mut candidates = job.items.iter().filter_map(|item| match item {
+        Item::Candidate(c) => Some(c),
+        _ => None,
+    });
+    let first = candidates.next()?;
+    candidates.next().is_none().then_some((job, first))
+}
+
+/// Executions of `group_lock_context_one.sql` one group makes at most: a missing stream is
+/// created and read again, and a read that began before its lock was granted is repeated
+/// under the lock (current then), so three suffice; the bound turns a surprise into an error.
+const LONE_READS_MAX: usize = 4;
+
+/// Step 7 and the read for a group of one envelope on one stream: the lock and the context in
+/// one statement (`group_lock_context_one.sql`), one round trip fewer than
+/// [`lock_and_read`]. When another transaction stored on the stream while this one waited for
+/// its lock, the statement says its read is not current, and it runs again under the lock.
+async fn lock_and_read_one(
+    conn: &mut PgConnection,
+    job: &Job,
+    candidate: &Candidate,
+) -> Result<(StreamRow, GroupContext), sqlx::Error> {
+    let e = &candidate.envelope;
+    let query = LoneQuery {
+        stream: job.stream_key(),
+        event_id: &e.event_id,
+        idempotency_key: &e.idempotency_key,
+        producer_sequence: e.producer_sequence,
+        credential_id: job.credential_id,
+        key_tenant: job.identity.tenant(),
+        key_project: &job.route.project,
+        key_id: &e.integrity.key_id,
+    };
+    for _ in 0..LONE_READS_MAX {
+        match store::group_lock_context_one(&mut *conn, &query, CURSOR_WALK_ROWS_MAX).await? {
+            Some(LockedOne {
+                stream,
+                context: Some(context),
+            }) => return Ok((stream, context)),
+            Some(LockedOne { context: None, .. }) => {}
+            None => {
+                let mut keys = StreamKeys::default();
+                keys.push(query.stream);
+                store::group_streams_insert(&mut *conn, &keys).await?;
+            }
+        }
+    }
+    Err(sqlx::Error::Protocol(format!(
+        "the stream's lock and read did not settle in {LONE_READS_MAX} executions"
+    )))
+}
+
+/// Step 7 and the read for any other group: every stream locked in stream id order (the
+/// missing ones created), then one statement reads the context of all (`group_context.sql`).
+async fn lock_and_read(
+    conn: &mut PgConnection,
+    jobs: &[Job],
+    keys: &StreamKeys,
+    job_slot: &[usize],
+) -> Result<(Vec<StreamRow>, GroupContext), sqlx::Error> {
+    let mut streams: Vec<Option<StreamRow>> = vec![None; keys.len()];
+    for (index, row) in store::group_lock(&mut *conn, keys).await? {
+        streams[index] = Some(row);
+    }
+    let missing: Vec<usize> = (0..keys.len()).filter(|&i| streams[i].is_none()).collect();
+    if !missing.is_empty() {
+        let mut absent = StreamKeys::default();
+        for &i in &missing {
+            absent.tenant_id.push(keys.tenant_id[i].clone());
+            absent.project_id.push(keys.project_id[i].clone());
+            absent.producer_kind.push(keys.producer_kind[i].clone());
+            absent.producer_id.push(keys.producer_id[i].clone());
+        }
+        store::group_streams_insert(&mut *conn, &absent).await?;
+        for (index, row) in store::group_lock(&mut *conn, &absent).await? {
+            streams[missing[index]] = Some(row);
+        }
+    }
+    let streams: Vec<StreamRow> = streams
+        .into_iter()
+        .map(|s| s.ok_or(sqlx::Error::RowNotFound))
+        .collect::<Result<_, _>>()?;
+
+    // One read for every decision of the group, after the locks (see group_context.sql).
+    let mut query = GroupQuery::default();
+    for (job, &slot) in jobs.iter().zip(job_slot) {
+        query.credential_id.push(job.credential_id);
+        for item in &job.items {
+            if let Item::Candidate(c) = item {
+                query.candidate_stream.push(streams[slot].stream_id);
+                query.event_id.push(&c.envelope.event_id);
+                query.idempotency_key.push(&c.envelope.idempotency_key);
+                query.producer_sequence.push(c.envelope.producer_sequence);
+                query.key_tenant.push(job.identity.tenant());
+                query.key_project.push(&job.route.project);
+                query.key_id.push(&c.envelope.integrity.key_id);
+            }
+        }
+    }
+    query.credential_id.sort_unstable();
+    query.credential_id.dedup();
+    query.stream_id = streams.iter().map(|s| s.stream_id).collect();
+    query.cursor = streams.iter().map(|s| s.acknowledged_sequence).collect();
+    let context = store::group_context(&mut *conn, &query, CURSOR_WALK_ROWS_MAX).await?;
+
+    Ok((streams, context))
 }
 
 /// Why a key that verified an envelope (from the cache) no longer admits it, as the database

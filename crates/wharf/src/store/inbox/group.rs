@@ -7,6 +7,7 @@
 //! decision (`wharf_core::inbox::StreamRun` makes it).
 
 use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
 use sqlx::{PgExecutor, Row};
 
 use super::audit::AuditBatch;
@@ -115,7 +116,7 @@ impl StreamKeys {
 /// `group_lock.sql`: locks the streams that exist, in stream id order; `(index into keys,
 /// stream)` for each found. One stream is locked by `stream_lock.sql`, whose scalar parameters
 /// let PostgreSQL reuse a generic plan instead of planning the array form every time (see
-/// `group_context_one.sql`).
+/// `group_lock_context_one.sql`).
 pub async fn group_lock<'e>(
     ex: impl PgExecutor<'e>,
     keys: &StreamKeys,
@@ -207,87 +208,152 @@ pub struct GroupContext {
     pub keys: Vec<((String, String), VerifyKeyRow)>,
 }
 
-impl GroupQuery<'_> {
-    /// One envelope on one stream, with one credential: what `group_context_one.sql` answers.
-    fn is_one(&self) -> bool {
-        self.candidate_stream.len() == 1
-            && self.stream_id.len() == 1
-            && self.credential_id.len() == 1
-    }
+/// What `group_lock_context_one.sql` asks about: one envelope on one stream, with one
+/// credential (the group of a lone request).
+#[derive(Debug, Clone, Copy)]
+pub struct LoneQuery<'a> {
+    /// The stream, by its key.
+    pub stream: StreamKey<'a>,
+    /// The envelope's event id.
+    pub event_id: &'a str,
+    /// Its idempotency key.
+    pub idempotency_key: &'a str,
+    /// Its sequence.
+    pub producer_sequence: u64,
+    /// The request's credential.
+    pub credential_id: i64,
+    /// The key that verified it: tenant, project, key id.
+    pub key_tenant: &'a str,
+    /// See `key_tenant`.
+    pub key_project: &'a str,
+    /// See `key_tenant`.
+    pub key_id: &'a str,
 }
 
-/// `group_context.sql`, or `group_context_one.sql` for one envelope on one stream (the same
-/// rows): see [`GroupQuery`] and [`GroupContext`].
+/// What `group_lock_context_one.sql` found: the stream, now locked, and the context when it was
+/// read after every identity stored on the stream before the lock (else `None`: run it again,
+/// under the lock now held, for a read that is).
+#[derive(Debug, Clone)]
+pub struct LockedOne {
+    /// The stream's row as locked.
+    pub stream: StreamRow,
+    /// The context, when current.
+    pub context: Option<GroupContext>,
+}
+
+/// `group_lock_context_one.sql`: locks the stream of `q` and reads its context in one
+/// statement; `None` when the stream does not exist.
+pub async fn group_lock_context_one<'e>(
+    ex: impl PgExecutor<'e>,
+    q: &LoneQuery<'_>,
+    ahead_rows_max: i64,
+) -> Result<Option<LockedOne>, sqlx::Error> {
+    let rows = sqlx::query(include_str!(
+        "../../../sql/inbox/group_lock_context_one.sql"
+    ))
+    .bind(q.stream.tenant_id)
+    .bind(q.stream.project_id)
+    .bind(q.stream.producer_kind)
+    .bind(q.stream.producer_id)
+    .bind(q.event_id)
+    .bind(q.idempotency_key)
+    .bind(q.producer_sequence.to_string())
+    .bind(ahead_rows_max)
+    .bind(q.credential_id)
+    .bind(q.key_tenant)
+    .bind(q.key_project)
+    .bind(q.key_id)
+    .fetch_all(ex)
+    .await?;
+    let mut stream = None;
+    let mut context = GroupContext::default();
+    for r in rows {
+        if r.try_get::<&str, _>(0)? == "stream" {
+            let row = StreamRow {
+                stream_id: r.try_get(1)?,
+                acknowledged_sequence: seq(r.try_get(17)?)?,
+                replay_floor: seq(r.try_get(18)?)?,
+            };
+            stream = Some((row, r.try_get::<bool, _>(19)?));
+        } else {
+            context_row(&r, &mut context)?;
+        }
+    }
+    // UNION ALL does not keep the subquery's order.
+    context.ahead.sort_unstable();
+    Ok(stream.map(|(stream, current)| LockedOne {
+        stream,
+        context: current.then_some(context),
+    }))
+}
+
+/// `group_context.sql`: see [`GroupQuery`] and [`GroupContext`]. A group of one envelope on one
+/// stream reads through [`group_lock_context_one`] instead.
 pub async fn group_context<'e>(
     ex: impl PgExecutor<'e>,
     q: &GroupQuery<'_>,
     ahead_rows_max: i64,
 ) -> Result<GroupContext, sqlx::Error> {
-    let rows = if q.is_one() {
-        sqlx::query(include_str!("../../../sql/inbox/group_context_one.sql"))
-            .bind(q.stream_id[0])
-            .bind(q.event_id[0])
-            .bind(q.idempotency_key[0])
-            .bind(q.producer_sequence[0].to_string())
-            .bind(q.cursor[0].to_string())
-            .bind(ahead_rows_max)
-            .bind(q.credential_id[0])
-            .bind(q.key_tenant[0])
-            .bind(q.key_project[0])
-            .bind(q.key_id[0])
-            .fetch_all(ex)
-            .await?
-    } else {
-        let sequences: Vec<String> = q.producer_sequence.iter().map(u64::to_string).collect();
-        let cursors: Vec<String> = q.cursor.iter().map(u64::to_string).collect();
-        sqlx::query(include_str!("../../../sql/inbox/group_context.sql"))
-            .bind(&q.candidate_stream)
-            .bind(&q.event_id)
-            .bind(&q.idempotency_key)
-            .bind(&sequences)
-            .bind(&q.stream_id)
-            .bind(&cursors)
-            .bind(ahead_rows_max)
-            .bind(&q.credential_id)
-            .bind(&q.key_tenant)
-            .bind(&q.key_project)
-            .bind(&q.key_id)
-            .fetch_all(ex)
-            .await?
-    };
+    let sequences: Vec<String> = q.producer_sequence.iter().map(u64::to_string).collect();
+    let cursors: Vec<String> = q.cursor.iter().map(u64::to_string).collect();
+    let rows = sqlx::query(include_str!("../../../sql/inbox/group_context.sql"))
+        .bind(&q.candidate_stream)
+        .bind(&q.event_id)
+        .bind(&q.idempotency_key)
+        .bind(&sequences)
+        .bind(&q.stream_id)
+        .bind(&cursors)
+        .bind(ahead_rows_max)
+        .bind(&q.credential_id)
+        .bind(&q.key_tenant)
+        .bind(&q.key_project)
+        .bind(&q.key_id)
+        .fetch_all(ex)
+        .await?;
     let mut context = GroupContext::default();
     for r in rows {
-        let kind: &str = r.try_get(0)?;
-        match kind {
-            "match" => context.matching.push((
-                r.try_get(1)?,
-                IdentityRow {
-                    event_id: r.try_get(2)?,
-                    idempotency_key: r.try_get(3)?,
-                    producer_sequence: seq(r.try_get(4)?)?,
-                    content_sha256: r.try_get(5)?,
-                    outcome: r.try_get(6)?,
-                    correlation_id: r.try_get(7)?,
-                },
-            )),
-            "ahead" => context.ahead.push((r.try_get(1)?, seq(r.try_get(4)?)?)),
-            "credential" => context.live_credentials.push(r.try_get(8)?),
-            _ => context.keys.push((
-                (r.try_get(9)?, r.try_get(10)?),
-                VerifyKeyRow {
-                    key_id: r.try_get(11)?,
-                    public_key: r.try_get(12)?,
-                    state: r.try_get(13)?,
-                    retired_at: r.try_get(14)?,
-                    replay_window_seconds: r.try_get(15)?,
-                    now: r.try_get(16)?,
-                },
-            )),
-        }
+        context_row(&r, &mut context)?;
     }
     // UNION ALL does not keep the subquery's order.
     context.ahead.sort_unstable();
     Ok(context)
+}
+
+/// One row of a context read (the columns both context statements share) into `context`.
+fn context_row(r: &PgRow, context: &mut GroupContext) -> Result<(), sqlx::Error> {
+    let kind: &str = r.try_get(0)?;
+    match kind {
+        "match" => context.matching.push((
+            r.try_get(1)?,
+            IdentityRow {
+                event_id: r.try_get(2)?,
+                idempotency_key: r.try_get(3)?,
+                producer_sequence: seq(r.try_get(4)?)?,
+                content_sha256: r.try_get(5)?,
+                outcome: r.try_get(6)?,
+                correlation_id: r.try_get(7)?,
+            },
+        )),
+        "ahead" => context.ahead.push((r.try_get(1)?, seq(r.try_get(4)?)?)),
+        "credential" => context.live_credentials.push(r.try_get(8)?),
+        "key" => context.keys.push((
+            (r.try_get(9)?, r.try_get(10)?),
+            VerifyKeyRow {
+                key_id: r.try_get(11)?,
+                public_key: r.try_get(12)?,
+                state: r.try_get(13)?,
+                retired_at: r.try_get(14)?,
+                replay_window_seconds: r.try_get(15)?,
+                now: r.try_get(16)?,
+            },
+        )),
+        other => {
+            return Err(sqlx::Error::Decode(
+                format!("context row of unknown kind {other:?}").into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Columns of a group commit's writes (see `group_commit.sql`): identities with their stream,

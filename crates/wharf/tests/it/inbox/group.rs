@@ -348,3 +348,129 @@ async fn a_key_added_after_an_unknown_one_was_asked_for_verifies_at_once() {
     let known = fx.send(&body).await;
     assert_eq!(known.status, Status::Outcome(Outcome::AcceptDelayed));
 }
+
+/// The stream row's physical version (its ctid), which every transaction that stores an
+/// identity on the stream renews.
+async fn stream_version(fx: &Fx) -> String {
+    sqlx::query_scalar("SELECT ctid::text FROM wharf.inbox_streams WHERE tenant_id = $1")
+        .bind(TENANT)
+        .fetch_one(fx.pool())
+        .await
+        .unwrap()
+}
+
+/// A lone envelope locks its stream and reads in one statement, whose snapshot is older than
+/// the lock when it had to wait; so every store leaves a new stream row version, the envelope
+/// that stores nothing leaves none.
+#[tokio::test]
+async fn every_store_on_a_stream_renews_its_row_and_nothing_else_does() {
+    let fx = Fx::new().await;
+    assert_eq!(fx.send(&fx.body(1)).await.acknowledged_sequence, Some(1));
+    let after_first = stream_version(&fx).await;
+    // Stored beyond a gap: the cursor stays, the row is still written.
+    let gap = fx.send(&fx.body(3)).await;
+    assert_eq!((gap.acknowledged_sequence, gap.reason), (Some(1), "gap"));
+    let after_gap = stream_version(&fx).await;
+    assert_ne!(after_gap, after_first, "an identity stored beyond a gap");
+    // A duplicate stores nothing and writes no row.
+    let dup = fx.send(&fx.body(3)).await;
+    assert_eq!(dup.reason, "duplicate");
+    assert_eq!(stream_version(&fx).await, after_gap);
+    // In order again: the cursor walks over the retained 3.
+    assert_eq!(fx.send(&fx.body(2)).await.acknowledged_sequence, Some(3));
+    assert_ne!(stream_version(&fx).await, after_gap);
+}
+
+/// While another transaction holds the stream and stores the very envelope a lone request
+/// carries, the request waits for the lock; its first read began before that commit, so it
+/// must read again under the lock and answer a duplicate of what the holder stored, not
+/// decide on what it saw before (below the cursor and unknown) nor fail on the unique index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_envelope_that_waited_for_its_stream_sees_what_the_holder_stored() {
+    let fx = Fx::new().await;
+    assert_eq!(fx.send(&fx.body(1)).await.acknowledged_sequence, Some(1));
+    // Envelope 2 stored on another producer's stream gives its identity row as the pipeline
+    // writes it (digest, type, key), to be stored on the fixture's stream by hand below.
+    let other = producer(&fx, "laptop-2").await;
+    let elsewhere = send_as(&fx.inbox, &other, &fx.body(2)).await;
+    // (Stored beyond that stream's gap: its cursor is 0.)
+    assert_eq!(
+        (elsewhere.acknowledged_sequence, elsewhere.reason),
+        (Some(0), "gap")
+    );
+    let before = fx.counts().await;
+
+    let mut holder = fx.pool().begin().await.unwrap();
+    let stream_id: i64 = sqlx::query_scalar(
+        "SELECT stream_id FROM wharf.inbox_streams
+          WHERE tenant_id = $1 AND producer_id = 'laptop-1' FOR UPDATE",
+    )
+    .bind(TENANT)
+    .fetch_one(&mut *holder)
+    .await
+    .unwrap();
+    let copied = sqlx::query(
+        "INSERT INTO wharf.inbox_identities (stream_id, event_id, idempotency_key,
+                producer_sequence, content_sha256, event_type, key_id, outcome, correlation_id)
+         SELECT $1, event_id, idempotency_key, producer_sequence, content_sha256, event_type,
+                key_id, outcome, 'held-by-another'
+           FROM wharf.inbox_identities i
+           JOIN wharf.inbox_streams s USING (stream_id)
+          WHERE s.producer_id = 'laptop-2' AND i.producer_sequence = 2",
+    )
+    .bind(stream_id)
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    assert_eq!(copied.rows_affected(), 1);
+    sqlx::query("UPDATE wharf.inbox_streams SET acknowledged_sequence = 2 WHERE stream_id = $1")
+        .bind(stream_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+
+    let inbox = fx.inbox.clone();
+    let token = fx.token.clone();
+    let body = fx.body(2);
+    let waiting = tokio::spawn(async move { send_as(&inbox, &token, &body).await });
+    // The request is blocked on the stream's lock before the holder commits.
+    let mut blocked = false;
+    for _ in 0..200 {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(fx.pool())
+        .await
+        .unwrap();
+        if n > 0 {
+            blocked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(blocked, "the request never waited for the stream");
+    holder.commit().await.unwrap();
+
+    let answer = waiting.await.unwrap();
+    assert_eq!(
+        answer.status,
+        Status::Outcome(Outcome::IgnoreDuplicate),
+        "{}",
+        answer.reason
+    );
+    assert_eq!(answer.reason, "duplicate");
+    assert_eq!(answer.acknowledged_sequence, Some(2));
+    assert_eq!(
+        answer
+            .original
+            .expect("names the holder's original")
+            .correlation_id,
+        "held-by-another"
+    );
+    // Only the holder's identity and the request's audit row were added.
+    let after = fx.counts().await;
+    assert_eq!(after.identities, before.identities + 1);
+    assert_eq!(after.payloads, before.payloads);
+    assert_eq!(after.audit, before.audit + 1);
+}

@@ -1,6 +1,6 @@
-//! The plans a lone envelope's statements keep. A group of one reads through scalar statements
-//! (`group_context_one.sql`, `stream_lock.sql`) whose generic plan PostgreSQL makes once per
-//! connection and keeps: it must find every row by the right index at the table size it was
+//! The plans a lone envelope's statements keep. A group of one locks and reads through a scalar
+//! statement (`group_lock_context_one.sql`; `stream_lock.sql` for one stream of several
+//! requests) whose generic plan PostgreSQL makes once per connection and keeps: it must find every row by the right index at the table size it was
 //! made at, an empty table never analyzed (where every index led by `stream_id` costs the same)
 //! or one of a single page (where a scan is cheapest). Not timed: the shape is asserted.
 
@@ -10,19 +10,23 @@ use wharf::testing::INBOX_GROUP_BEGIN;
 
 use super::support::*;
 
-const CONTEXT_ONE: &str = include_str!("../../../sql/inbox/group_context_one.sql");
+const CONTEXT_ONE: &str = include_str!("../../../sql/inbox/group_lock_context_one.sql");
 const STREAM_LOCK: &str = include_str!("../../../sql/inbox/stream_lock.sql");
 
-/// The index of each probe of `group_context_one.sql`, in the statement's order (the first
-/// three are the identity probes by event id, idempotency key and sequence; then the run
-/// beyond the cursor, the credential and the key).
-const CONTEXT_INDEXES: [&str; 6] = [
-    "inbox_identities_stream_id_event_id_key",
-    "inbox_identities_stream_id_idempotency_key_key",
-    "inbox_identities_stream_id_producer_sequence_key",
-    "inbox_identities_stream_id_producer_sequence_key",
-    "inbox_credentials_pkey",
-    "inbox_keys_pkey",
+/// The stream's unique key, by which the lock and the snapshot's read find its row.
+const STREAM_KEY: &str = "inbox_streams_tenant_id_project_id_producer_kind_producer_i_key";
+
+/// The index of each branch of `group_lock_context_one.sql`, in the statement's order: the
+/// stream row (read from the locked CTE, no index of its own), the identity probes by event id,
+/// idempotency key and sequence, the run beyond the cursor, the credential and the key.
+const CONTEXT_INDEXES: [Option<&str>; 7] = [
+    None,
+    Some("inbox_identities_stream_id_event_id_key"),
+    Some("inbox_identities_stream_id_idempotency_key_key"),
+    Some("inbox_identities_stream_id_producer_sequence_key"),
+    Some("inbox_identities_stream_id_producer_sequence_key"),
+    Some("inbox_credentials_pkey"),
+    Some("inbox_keys_pkey"),
 ];
 
 /// Every index named under `plan`, depth first.
@@ -64,29 +68,40 @@ async fn generic_plan(conn: &mut PgConnection, name: &str, sql: &str, execute: &
     plan[0]["Plan"].clone()
 }
 
-/// Asserts the context's probes, branch by branch, and the lock's, in the plans made now.
+/// Asserts the lock-and-read's probes, branch by branch, its two reads of the stream, and the
+/// lock's, in the plans made now.
 async fn assert_plans(conn: &mut PgConnection, when: &str) {
     let context = generic_plan(
         conn,
         &format!("context_{when}"),
         CONTEXT_ONE,
-        "(1, '01ARZ3NDEKTSV4RRFFQ69G5FAV', 'k-1', '5', '4', 64, 1, 'acme', 'web', 'key-1')",
+        "('acme', 'web', 'device', 'dev-1', '01ARZ3NDEKTSV4RRFFQ69G5FAV', 'k-1', '5', 64, 1, \
+         'acme', 'web', 'key-1')",
     )
     .await;
     let text = context.to_string();
     assert!(
         !text.contains("Seq Scan"),
-        "{when}: the context scans: {text}"
+        "{when}: the statement scans: {text}"
     );
-    let branches = context["Plans"]
+    let children = context["Plans"]
         .as_array()
-        .expect("an Append of six branches");
+        .expect("an Append with its CTEs");
+    let (branches, ctes): (Vec<&Value>, Vec<&Value>) = children
+        .iter()
+        .partition(|c| c["Parent Relationship"] == "Member");
     assert_eq!(branches.len(), CONTEXT_INDEXES.len(), "{when}: {text}");
     for (branch, expected) in branches.iter().zip(CONTEXT_INDEXES) {
         let mut found = Vec::new();
         indexes(branch, &mut found);
-        assert_eq!(found, [expected], "{when}: {branch}");
+        assert_eq!(found, Vec::from_iter(expected), "{when}: {branch}");
     }
+    // The locked row and the row the snapshot sees: each by the stream's key.
+    let mut found = Vec::new();
+    for cte in &ctes {
+        indexes(cte, &mut found);
+    }
+    assert_eq!(found, [STREAM_KEY, STREAM_KEY], "{when}: {text}");
 
     let lock = generic_plan(
         conn,
@@ -97,11 +112,7 @@ async fn assert_plans(conn: &mut PgConnection, when: &str) {
     .await;
     let mut found = Vec::new();
     indexes(&lock, &mut found);
-    assert_eq!(
-        found,
-        ["inbox_streams_tenant_id_project_id_producer_kind_producer_i_key"],
-        "{when}: {lock}"
-    );
+    assert_eq!(found, [STREAM_KEY], "{when}: {lock}");
 }
 
 #[tokio::test]
