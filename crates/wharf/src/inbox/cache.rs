@@ -4,6 +4,10 @@
 //! Owns: what is remembered, for how long ([`CACHE_TTL`]), and the bound on memory
 //! ([`CACHE_ENTRIES_MAX`] per cache). Must not know what a credential or key is used for.
 //!
+//! Expired entries are swept out once per TTL, so a cache holds what was read in the last two
+//! TTLs, not one entry per producer ever seen: its memory follows the request rate, and
+//! 100,000 producers that each send now and then cost what a few thousand busy ones do.
+//!
 //! A cache may be stale, and nothing that is admitted relies on it: the transaction that commits
 //! an envelope reads the credential's and the key's current state again, after taking the
 //! stream lock (`group_context.sql`) or in the statement that takes it (a lone envelope,
@@ -32,15 +36,25 @@ pub const CACHE_ENTRIES_MAX: usize = 65_536;
 /// A map whose entries expire after `ttl`.
 #[derive(Debug)]
 pub(crate) struct TtlCache<K, V> {
-    entries: Mutex<HashMap<K, (V, Instant)>>,
+    entries: Mutex<Entries<K, V>>,
     ttl: Duration,
     max: usize,
+}
+
+#[derive(Debug)]
+struct Entries<K, V> {
+    map: HashMap<K, (V, Instant)>,
+    /// When expired entries were last removed.
+    swept: Instant,
 }
 
 impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
     pub(crate) fn new(ttl: Duration, max: usize) -> TtlCache<K, V> {
         TtlCache {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Entries {
+                map: HashMap::new(),
+                swept: Instant::now(),
+            }),
             ttl,
             max,
         }
@@ -49,7 +63,7 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
     /// The value and how long ago it was read, while it is fresh.
     pub(crate) fn get(&self, key: &K) -> Option<(V, Duration)> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let (value, at) = entries.get(key)?;
+        let (value, at) = entries.map.get(key)?;
         let age = at.elapsed();
         (age < self.ttl).then(|| (value.clone(), age))
     }
@@ -60,12 +74,38 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
             return;
         }
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= self.max && !entries.contains_key(&key) {
-            entries.clear();
+        let now = Instant::now();
+        if now.duration_since(entries.swept) >= self.ttl {
+            let ttl = self.ttl;
+            entries
+                .map
+                .retain(|_, (_, read)| now.duration_since(*read) < ttl);
+            // The table keeps the size of its busiest second otherwise.
+            let len = entries.map.len();
+            if entries.map.capacity() > 4 * len.max(SHRINK_BELOW_ENTRIES) {
+                entries.map.shrink_to(2 * len);
+            }
+            entries.swept = now;
         }
-        entries.insert(key, (value, at));
+        if entries.map.len() >= self.max && !entries.map.contains_key(&key) {
+            entries.map.clear();
+        }
+        entries.map.insert(key, (value, at));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map
+            .len()
     }
 }
+
+/// A swept table smaller than this keeps its allocation: reallocating a few pages each TTL
+/// would cost more than it returns.
+const SHRINK_BELOW_ENTRIES: usize = 256;
 
 #[cfg(test)]
 mod tests {
@@ -84,6 +124,26 @@ mod tests {
         assert_eq!(cache.get(&4), None, "expired");
         let off = TtlCache::new(Duration::ZERO, 2);
         off.insert(1, "a", Instant::now());
+        assert_eq!(off.len(), 0);
         assert_eq!(off.get(&1), None);
+    }
+
+    #[test]
+    fn expired_entries_are_swept_once_a_ttl_has_passed() {
+        let ttl = Duration::from_millis(200);
+        let cache = TtlCache::new(ttl, 1_000);
+        let long_ago = Instant::now() - 3 * ttl;
+        for key in 0..500 {
+            cache.insert(key, "old", long_ago);
+        }
+        assert_eq!(cache.len(), 500, "no sweep before a TTL has passed");
+        std::thread::sleep(ttl);
+        cache.insert(1_000, "fresh", Instant::now());
+        assert_eq!(
+            cache.len(),
+            1,
+            "the expired entries went, the fresh one stayed"
+        );
+        assert_eq!(cache.get(&1_000).map(|(v, _)| v), Some("fresh"));
     }
 }
