@@ -531,10 +531,7 @@ async fn lock_and_read(
     if !missing.is_empty() {
         let mut absent = StreamKeys::default();
         for &i in &missing {
-            absent.tenant_id.push(keys.tenant_id[i].clone());
-            absent.project_id.push(keys.project_id[i].clone());
-            absent.producer_kind.push(keys.producer_kind[i].clone());
-            absent.producer_id.push(keys.producer_id[i].clone());
+            absent.push(keys.key(i));
         }
         store::group_streams_insert(&mut *conn, &absent).await?;
         for (index, row) in store::group_lock(&mut *conn, &absent).await? {

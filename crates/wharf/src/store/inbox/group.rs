@@ -107,6 +107,16 @@ impl StreamKeys {
         self.producer_id.push(key.producer_id.to_owned());
     }
 
+    /// The key at `index` (panics past [`StreamKeys::len`], as a slice does).
+    pub fn key(&self, index: usize) -> StreamKey<'_> {
+        StreamKey {
+            tenant_id: &self.tenant_id[index],
+            project_id: &self.project_id[index],
+            producer_kind: &self.producer_kind[index],
+            producer_id: &self.producer_id[index],
+        }
+    }
+
     /// How many keys it holds.
     pub fn len(&self) -> usize {
         self.tenant_id.len()
@@ -122,13 +132,7 @@ pub async fn group_lock<'e>(
     keys: &StreamKeys,
 ) -> Result<Vec<(usize, StreamRow)>, sqlx::Error> {
     if keys.len() == 1 {
-        let key = StreamKey {
-            tenant_id: &keys.tenant_id[0],
-            project_id: &keys.project_id[0],
-            producer_kind: &keys.producer_kind[0],
-            producer_id: &keys.producer_id[0],
-        };
-        let row = super::streams::stream_lock(ex, key).await?;
+        let row = super::streams::stream_lock(ex, keys.key(0)).await?;
         return Ok(row.map(|row| (0, row)).into_iter().collect());
     }
     let rows = sqlx::query(include_str!("../../../sql/inbox/group_lock.sql"))
