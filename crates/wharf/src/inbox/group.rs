@@ -25,6 +25,12 @@
 //! written or audited; a key revoked or retired past its window since it was cached refuses the
 //! envelopes it would have admitted, with their audit.
 //!
+//! A producer's next envelope, alone in its group (the commonest request), is first tried the
+//! short way, [`store_presumed`]: decided against the state its sequence presumes, and written
+//! and committed in one statement that holds that presumption against the database under the
+//! stream's lock; where any part of it does not hold, that statement writes nothing and the
+//! envelope takes the way above.
+//!
 //! A failure: when COMMIT was never sent or the server refused it ([`Committed::No`]), nothing
 //! of the group was committed, so each request of a group of several is tried again alone — an
 //! envelope that breaks a statement fails only its own request — and a request alone that
@@ -252,6 +258,11 @@ async fn attempt(
     counters: &Counters,
     jobs: &[Job],
 ) -> Result<Vec<Answered>, CommitError> {
+    if let Some((job, candidate)) = presumable(jobs)
+        && let Some(answer) = store_presumed(pool, counters, job, candidate).await?
+    {
+        return Ok(vec![answer]);
+    }
     let before = CommitError::before_commit;
     let mut tx = pool.begin_with(BEGIN).await.map_err(before)?;
     bump(&counters.stream_transactions);
@@ -288,6 +299,152 @@ async fn attempt(
             .map_err(before)?,
     };
 
+    let Decisions {
+        write,
+        decided,
+        slots,
+    } = decide_group(jobs, &job_slot, &streams, context);
+
+    // Step 8: one statement writes identities, payloads, cursors and audit.
+    if !write.audit.outcome.is_empty() {
+        store::group_commit(&mut *tx, &write)
+            .await
+            .map_err(before)?;
+    }
+    let mut cursors: Vec<u64> = slots
+        .iter()
+        .map(|s| s.run.state().acknowledged_sequence)
+        .collect();
+    for (slot, cursor) in slots.iter().zip(cursors.iter_mut()) {
+        if slot.truncated && slot.run.stored_any() {
+            let walked = walk_cursor(&mut tx, slot.stream.stream_id, *cursor)
+                .await
+                .map_err(before)?;
+            if walked != *cursor {
+                store::stream_set_cursor(&mut *tx, slot.stream.stream_id, walked)
+                    .await
+                    .map_err(before)?;
+                *cursor = walked;
+            }
+        }
+    }
+    crate::commit::commit(tx).await?;
+
+    Ok(answers(counters, decided, &job_slot, &cursors))
+}
+
+/// Each job's answer once its group committed: its decisions and its stream's cursor.
+fn answers(
+    counters: &Counters,
+    decided: Vec<Option<Vec<Item>>>,
+    job_slot: &[usize],
+    cursors: &[u64],
+) -> Vec<Answered> {
+    decided
+        .into_iter()
+        .zip(job_slot)
+        .map(|(items, &s)| match items {
+            None => Answered::Unauthenticated,
+            Some(items) => {
+                bump(&counters.audit_writes);
+                super::ingest::count_decided(&items);
+                Answered::Decided(Decided {
+                    items,
+                    acknowledged_sequence: cursors[s],
+                })
+            }
+        })
+        .collect()
+}
+
+/// A request of one envelope, alone in its group: the one it may store by
+/// [`store_presumed`].
+fn presumable(jobs: &[Job]) -> Option<(&Job, &Candidate)> {
+    match jobs {
+        [job] => match job.items.as_slice() {
+            [Item::Candidate(c)] => Some((job, c)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The lone envelope stored in one round trip, when its stream is as its sequence presumes
+/// (`store_presumed.sql`, migration 0019): the cursor one below it, nothing retained at or beyond it,
+/// none of its identities retained, its credential live and its key active with the public key
+/// that verified it. It is decided exactly as any group is ([`decide_group`]), against that
+/// presumed state, and the statement writes that decision only where the database agrees with
+/// every part of it, under the stream's lock, committing by itself. `None` when it did not: it
+/// wrote nothing, and the envelope is decided the ordinary way.
+///
+/// This is the commonest request there is (a producer sending its next envelope), and the
+/// ordinary way costs four round trips (BEGIN, lock and read, write, COMMIT) where this costs
+/// one; anything else (a first envelope on a new stream, a duplicate, a gap, a revoked key)
+/// pays one statement more than before, which wrote nothing.
+async fn store_presumed(
+    pool: &PgPool,
+    counters: &Counters,
+    job: &Job,
+    candidate: &Candidate,
+) -> Result<Option<Answered>, CommitError> {
+    let e = &candidate.envelope;
+    // A first envelope almost always finds no stream yet (streams are made by the ordinary
+    // way), so it is not presumed: a new producer pays no statement that cannot store.
+    let cursor = match e.producer_sequence.checked_sub(1) {
+        Some(cursor) if cursor >= 1 => cursor,
+        _ => return Ok(None),
+    };
+    // The stream's id is found by its key in the statement; the decision does not read it.
+    let stream = StreamRow {
+        stream_id: 0,
+        acknowledged_sequence: cursor,
+        replay_floor: e.producer_sequence,
+    };
+    let context = GroupContext {
+        live_credentials: vec![job.credential_id],
+        keys: vec![(
+            (job.identity.tenant().to_owned(), job.route.project.clone()),
+            VerifyKeyRow {
+                key_id: e.integrity.key_id.clone(),
+                public_key: candidate.public_key.to_vec(),
+                state: "active".to_owned(),
+                retired_at: None,
+                replay_window_seconds: 0,
+                now: chrono::Utc::now(),
+            },
+        )],
+        ..GroupContext::default()
+    };
+    let Decisions { write, decided, .. } =
+        decide_group(std::slice::from_ref(job), &[0], &[stream], context);
+    let presumption = store::Presumption {
+        stream: job.stream_key(),
+        credential_id: job.credential_id,
+        public_key: &candidate.public_key,
+    };
+    bump(&counters.stream_transactions);
+    let stored = store::store_presumed(pool, &presumption, &write)
+        .await
+        .map_err(CommitError::at_commit)?;
+    Ok(stored.then(|| answers(counters, decided, &[0], &[e.producer_sequence]).remove(0)))
+}
+
+/// A group's decisions, made against what its read found: what to write, each job's items
+/// (`None`: its credential was revoked, nothing of it is written), and each stream's run.
+struct Decisions {
+    write: GroupWrite,
+    decided: Vec<Option<Vec<Item>>>,
+    slots: Vec<Slot>,
+}
+
+/// Decides every job of a group, each stream in the order its requests arrived, against the
+/// streams as locked and the context read under the locks. Pure: no IO.
+fn decide_group(
+    jobs: &[Job],
+    job_slot: &[usize],
+    streams: &[StreamRow],
+    context: GroupContext,
+) -> Decisions {
     let slot_by_stream: HashMap<i64, usize> = streams
         .iter()
         .enumerate()
@@ -355,7 +512,7 @@ async fn attempt(
     // Each stream decided in request order, against its running state.
     let mut write = GroupWrite::default();
     let mut decided: Vec<Option<Vec<Item>>> = Vec::with_capacity(jobs.len());
-    for (job, &s) in jobs.iter().zip(&job_slot) {
+    for (job, &s) in jobs.iter().zip(job_slot) {
         if !live.contains(&job.credential_id) {
             decided.push(None);
             continue;
@@ -415,46 +572,11 @@ async fn attempt(
         }
     }
 
-    // Step 8: one statement writes identities, payloads, cursors and audit.
-    if !write.audit.outcome.is_empty() {
-        store::group_commit(&mut *tx, &write)
-            .await
-            .map_err(before)?;
+    Decisions {
+        write,
+        decided,
+        slots,
     }
-    let mut cursors: Vec<u64> = slots
-        .iter()
-        .map(|s| s.run.state().acknowledged_sequence)
-        .collect();
-    for (slot, cursor) in slots.iter().zip(cursors.iter_mut()) {
-        if slot.truncated && slot.run.stored_any() {
-            let walked = walk_cursor(&mut tx, slot.stream.stream_id, *cursor)
-                .await
-                .map_err(before)?;
-            if walked != *cursor {
-                store::stream_set_cursor(&mut *tx, slot.stream.stream_id, walked)
-                    .await
-                    .map_err(before)?;
-                *cursor = walked;
-            }
-        }
-    }
-    crate::commit::commit(tx).await?;
-
-    Ok(decided
-        .into_iter()
-        .zip(&job_slot)
-        .map(|(items, &s)| match items {
-            None => Answered::Unauthenticated,
-            Some(items) => {
-                bump(&counters.audit_writes);
-                super::ingest::count_decided(&items);
-                Answered::Decided(Decided {
-                    items,
-                    acknowledged_sequence: cursors[s],
-                })
-            }
-        })
-        .collect())
 }
 
 /// The one envelope of a group of one request, when that is all the group holds: it reads

@@ -258,7 +258,9 @@ pub struct InboxCounters {
     pub authentications: u64,
     /// Key lookups (step 5; one per request).
     pub key_lookups: u64,
-    /// Transactions that locked a stream (step 7).
+    /// Transactions that locked a stream (step 7), or tried to: a lone envelope's
+    /// one-statement store counts even when it found the stream other than presumed (and
+    /// wrote nothing), and so does the ordinary transaction that decides it then.
     pub stream_transactions: u64,
     /// Audit writes (one per request that reached a decision).
     pub audit_writes: u64,

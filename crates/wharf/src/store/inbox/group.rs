@@ -436,3 +436,106 @@ pub async fn group_commit<'e>(
         audited,
     })
 }
+
+/// What `group_commit_presumed.sql` holds the database to before it writes: the stream, by its
+/// key, is as the envelope's sequence presumes, and its credential and key are as the request
+/// found them.
+#[derive(Debug, Clone, Copy)]
+pub struct Presumption<'a> {
+    /// The stream, by its key (the key's scope is its tenant and project).
+    pub stream: StreamKey<'a>,
+    /// The request's credential, which must not be revoked.
+    pub credential_id: i64,
+    /// The public key that verified the envelope, which must still be the active one of its id.
+    pub public_key: &'a [u8],
+}
+
+/// `store_presumed.sql` (the function of migration 0019): the one identity and the one audit
+/// row of `w` (a lone envelope decided against `p`'s presumed state), with its payload and its
+/// cursor move, written and committed in one statement when `p` holds; `Ok(false)` when it
+/// does not, and nothing was written. Run it outside a transaction: its own commit is what the
+/// answer waits for.
+pub async fn store_presumed<'e>(
+    ex: impl PgExecutor<'e>,
+    p: &Presumption<'_>,
+    w: &GroupWrite,
+) -> Result<bool, sqlx::Error> {
+    let a = &w.accepted;
+    let (
+        [event_id],
+        [idempotency_key],
+        [sequence],
+        [digest],
+        [event_type],
+        [key_id],
+        [outcome],
+        [correlation_id],
+        [occurred_at],
+        [payload],
+    ) = (
+        a.event_id.as_slice(),
+        a.idempotency_key.as_slice(),
+        a.producer_sequence.as_slice(),
+        a.content_sha256.as_slice(),
+        a.event_type.as_slice(),
+        a.key_id.as_slice(),
+        a.outcome.as_slice(),
+        a.correlation_id.as_slice(),
+        a.occurred_at.as_slice(),
+        a.payload.as_slice(),
+    )
+    else {
+        return Err(sqlx::Error::InvalidArgument(
+            "a presumed store writes exactly one identity".into(),
+        ));
+    };
+    let (
+        [audit_tenant],
+        [audit_project],
+        [audit_account],
+        [audit_device],
+        [event_id_sha256],
+        [audit_outcome],
+        [reason],
+    ) = (
+        w.audit_tenant.as_slice(),
+        w.audit_project.as_slice(),
+        w.audit_account.as_slice(),
+        w.audit_device.as_slice(),
+        w.audit.event_id_sha256.as_slice(),
+        w.audit.outcome.as_slice(),
+        w.audit.reason.as_slice(),
+    )
+    else {
+        return Err(sqlx::Error::InvalidArgument(
+            "a presumed store writes exactly one audit row".into(),
+        ));
+    };
+    let (stored,): (bool,) = sqlx::query_as(include_str!("../../../sql/inbox/store_presumed.sql"))
+        .bind(p.stream.tenant_id)
+        .bind(p.stream.project_id)
+        .bind(p.stream.producer_kind)
+        .bind(p.stream.producer_id)
+        .bind(event_id)
+        .bind(idempotency_key)
+        .bind(sequence.to_string())
+        .bind(digest)
+        .bind(event_type)
+        .bind(key_id)
+        .bind(outcome)
+        .bind(correlation_id)
+        .bind(occurred_at)
+        .bind(payload)
+        .bind(p.credential_id)
+        .bind(p.public_key)
+        .bind(audit_tenant)
+        .bind(audit_project)
+        .bind(audit_account)
+        .bind(audit_device)
+        .bind(event_id_sha256)
+        .bind(audit_outcome)
+        .bind(reason)
+        .fetch_one(ex)
+        .await?;
+    Ok(stored)
+}

@@ -474,3 +474,290 @@ async fn a_lone_envelope_that_waited_for_its_stream_sees_what_the_holder_stored(
     assert_eq!(after.payloads, before.payloads);
     assert_eq!(after.audit, before.audit + 1);
 }
+
+/// A lone envelope whose stream got an identity beyond its cursor while the envelope waited
+/// for the lock is not stored by the one-statement way (`store_presumed.sql`), whose probes
+/// read a snapshot from before the wait: the stream's row version tells, and the ordinary way
+/// then walks the cursor through what the holder stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lone_envelope_that_waited_while_a_gap_was_stored_walks_the_cursor_through_it() {
+    let fx = Fx::new().await;
+    assert_eq!(fx.send(&fx.body(1)).await.acknowledged_sequence, Some(1));
+    // Envelope 3 stored on another producer's stream gives an identity row to copy by hand.
+    let other = producer(&fx, "laptop-2").await;
+    let elsewhere = send_as(&fx.inbox, &other, &fx.body(3)).await;
+    assert_eq!(elsewhere.reason, "gap");
+
+    let mut holder = fx.pool().begin().await.unwrap();
+    let stream_id: i64 = sqlx::query_scalar(
+        "SELECT stream_id FROM wharf.inbox_streams
+          WHERE tenant_id = $1 AND producer_id = 'laptop-1' FOR UPDATE",
+    )
+    .bind(TENANT)
+    .fetch_one(&mut *holder)
+    .await
+    .unwrap();
+    // Sequence 3 stored beyond the cursor, which stays at 1; the stream's row renewed, as
+    // every store does.
+    let copied = sqlx::query(
+        "INSERT INTO wharf.inbox_identities (stream_id, event_id, idempotency_key,
+                producer_sequence, content_sha256, event_type, key_id, outcome, correlation_id)
+         SELECT $1, event_id, idempotency_key, producer_sequence, content_sha256, event_type,
+                key_id, outcome, 'held-by-another'
+           FROM wharf.inbox_identities i
+           JOIN wharf.inbox_streams s USING (stream_id)
+          WHERE s.producer_id = 'laptop-2' AND i.producer_sequence = 3",
+    )
+    .bind(stream_id)
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    assert_eq!(copied.rows_affected(), 1);
+    sqlx::query(
+        "UPDATE wharf.inbox_streams SET acknowledged_sequence = acknowledged_sequence
+          WHERE stream_id = $1",
+    )
+    .bind(stream_id)
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+
+    let inbox = fx.inbox.clone();
+    let token = fx.token.clone();
+    let body = fx.body(2);
+    let waiting = tokio::spawn(async move { send_as(&inbox, &token, &body).await });
+    let mut blocked = false;
+    for _ in 0..200 {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(fx.pool())
+        .await
+        .unwrap();
+        if n > 0 {
+            blocked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(blocked, "the request never waited for the stream");
+    holder.commit().await.unwrap();
+
+    let answer = waiting.await.unwrap();
+    assert_eq!(
+        (answer.status, answer.reason),
+        (Status::Outcome(Outcome::AcceptDelayed), "in-order")
+    );
+    assert_eq!(
+        answer.acknowledged_sequence,
+        Some(3),
+        "the cursor walked through the sequence stored while the envelope waited"
+    );
+    let cursor: String = sqlx::query_scalar(
+        "SELECT acknowledged_sequence::text FROM wharf.inbox_streams WHERE stream_id = $1",
+    )
+    .bind(stream_id)
+    .fetch_one(fx.pool())
+    .await
+    .unwrap();
+    assert_eq!(cursor, "3");
+}
+
+/// The arguments of one call of `store_presumed.sql`, as the pipeline would give them for
+/// the fixture's stream.
+#[derive(Clone)]
+struct Presumed {
+    sequence: u64,
+    event_id: String,
+    idempotency_key: String,
+    key_id: String,
+    public_key: Vec<u8>,
+    credential_id: i64,
+}
+
+const STORE_PRESUMED: &str = include_str!("../../../sql/inbox/store_presumed.sql");
+
+async fn store_presumed(conn: &mut sqlx::PgConnection, p: &Presumed) -> bool {
+    sqlx::query_scalar(STORE_PRESUMED)
+        .bind(TENANT)
+        .bind(PROJECT)
+        .bind("device")
+        .bind("laptop-1")
+        .bind(&p.event_id)
+        .bind(&p.idempotency_key)
+        .bind(p.sequence.to_string())
+        .bind(vec![7u8; 32])
+        .bind("test.presumed")
+        .bind(&p.key_id)
+        .bind("accept-delayed")
+        .bind("corr-presumed")
+        .bind("2026-12-03T10:00:00Z")
+        .bind("{\"n\":1}")
+        .bind(p.credential_id)
+        .bind(&p.public_key)
+        .bind(TENANT)
+        .bind(PROJECT)
+        .bind("alice")
+        .bind("laptop-1")
+        .bind("ab".repeat(32))
+        .bind("accept-delayed")
+        .bind("in-order")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap()
+}
+
+/// The one-statement store writes only where every part of its presumption holds (the
+/// cursor one below the sequence, none of the envelope's identities retained, nothing at or
+/// beyond its sequence, a live credential, the active key with the same public key), and then
+/// writes the identity, its payload, the cursor and the audit row together; where any part
+/// fails it writes nothing at all. Each refused call differs from an accepted one in one part.
+#[tokio::test]
+async fn the_presumed_store_writes_only_where_every_presumption_holds() {
+    let fx = Fx::new().await;
+    assert_eq!(fx.send(&fx.body(1)).await.acknowledged_sequence, Some(1));
+    let (key_id, public_key): (String, Vec<u8>) = sqlx::query_as(
+        "SELECT key_id, public_key FROM wharf.inbox_keys
+          WHERE tenant_id = $1 AND project_id = $2 AND state = 'active'",
+    )
+    .bind(TENANT)
+    .bind(PROJECT)
+    .fetch_one(fx.pool())
+    .await
+    .unwrap();
+    let credential_id: i64 = sqlx::query_scalar(
+        "SELECT credential_id FROM wharf.inbox_credentials WHERE device_id = 'laptop-1'",
+    )
+    .fetch_one(fx.pool())
+    .await
+    .unwrap();
+    let (first_event, first_key): (String, String) = sqlx::query_as(
+        "SELECT event_id, idempotency_key FROM wharf.inbox_identities
+          WHERE producer_sequence = 1",
+    )
+    .fetch_one(fx.pool())
+    .await
+    .unwrap();
+    let at = |sequence: u64| Presumed {
+        sequence,
+        event_id: event_id(500 + sequence),
+        idempotency_key: format!("presumed-{sequence}"),
+        key_id: key_id.clone(),
+        public_key: public_key.clone(),
+        credential_id,
+    };
+    let cursor = |fx: &Fx| {
+        let pool = fx.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, String>(
+                "SELECT acknowledged_sequence::text FROM wharf.inbox_streams
+                  WHERE producer_id = 'laptop-1'",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let mut conn = fx.pool().acquire().await.unwrap();
+
+    let refused: Vec<(&str, Presumed)> = vec![
+        ("the cursor is not one below", at(3)),
+        (
+            "its event id is retained",
+            Presumed {
+                event_id: first_event.clone(),
+                ..at(2)
+            },
+        ),
+        (
+            "its idempotency key is retained",
+            Presumed {
+                idempotency_key: first_key.clone(),
+                ..at(2)
+            },
+        ),
+        (
+            "another public key",
+            Presumed {
+                public_key: vec![9u8; 32],
+                ..at(2)
+            },
+        ),
+        (
+            "an unknown key id",
+            Presumed {
+                key_id: "no-such-key".into(),
+                ..at(2)
+            },
+        ),
+        (
+            "an unknown credential",
+            Presumed {
+                credential_id: credential_id + 1_000,
+                ..at(2)
+            },
+        ),
+    ];
+    let before = fx.counts().await;
+    for (why, p) in &refused {
+        assert!(!store_presumed(&mut conn, p).await, "stored though {why}");
+        let now = fx.counts().await;
+        assert_eq!(
+            (now.identities, now.payloads, now.audit),
+            (before.identities, before.payloads, before.audit),
+            "wrote though {why}"
+        );
+        assert_eq!(cursor(&fx).await, "1", "moved the cursor though {why}");
+    }
+    // A revoked credential and a retired key, each inside a transaction rolled back after.
+    for (why, change) in [
+        (
+            "the credential is revoked",
+            "UPDATE wharf.inbox_credentials SET revoked_at = now() WHERE device_id = 'laptop-1'",
+        ),
+        (
+            "the key is retired",
+            "UPDATE wharf.inbox_keys SET state = 'retired', retired_at = now()
+              WHERE tenant_id = 'acme' AND project_id = 'web'",
+        ),
+    ] {
+        let mut tx = fx.pool().begin().await.unwrap();
+        sqlx::query(change).execute(&mut *tx).await.unwrap();
+        assert!(
+            !store_presumed(&mut tx, &at(2)).await,
+            "stored though {why}"
+        );
+        let written: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM wharf.inbox_identities WHERE event_id = $1")
+                .bind(event_id(502))
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+        assert_eq!(written, 0, "wrote though {why}");
+        tx.rollback().await.unwrap();
+    }
+
+    // The same call with every part true stores all four rows and moves the cursor.
+    assert!(store_presumed(&mut conn, &at(2)).await);
+    let now = fx.counts().await;
+    assert_eq!(
+        (now.identities, now.payloads, now.audit),
+        (before.identities + 1, before.payloads + 1, before.audit + 1)
+    );
+    assert_eq!(cursor(&fx).await, "2");
+    // Stored twice is refused by its own retained identities.
+    assert!(!store_presumed(&mut conn, &at(2)).await, "stored twice");
+
+    // An identity retained beyond the next sequence (a gap the pipeline stored): the envelope
+    // that fills the gap is not presumed, since its cursor would walk further.
+    let gap = fx.send(&fx.body(4)).await;
+    assert_eq!((gap.reason, gap.acknowledged_sequence), ("gap", Some(2)));
+    let before = fx.counts().await;
+    assert!(
+        !store_presumed(&mut conn, &at(3)).await,
+        "stored though sequence 4 is retained"
+    );
+    assert_eq!(fx.counts().await.identities, before.identities);
+    assert_eq!(cursor(&fx).await, "2");
+}
