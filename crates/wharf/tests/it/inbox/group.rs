@@ -33,6 +33,55 @@ fn body_of(fx: &Fx, stream: u64, seq: u64) -> Vec<u8> {
     fx.signed(&e)
 }
 
+/// Locks the fixture's stream (`laptop-1`) in a transaction of its own and stores there, by
+/// hand, a copy of the identity `laptop-2` retains at `seq` (as the pipeline wrote it: digest,
+/// type, key), tagged `held-by-another`; committing the transaction publishes it.
+async fn hold_with_copy(fx: &Fx, seq: i64) -> (sqlx::Transaction<'static, sqlx::Postgres>, i64) {
+    let mut holder = fx.pool().begin().await.unwrap();
+    let stream_id: i64 = sqlx::query_scalar(
+        "SELECT stream_id FROM wharf.inbox_streams
+          WHERE tenant_id = $1 AND producer_id = 'laptop-1' FOR UPDATE",
+    )
+    .bind(TENANT)
+    .fetch_one(&mut *holder)
+    .await
+    .unwrap();
+    let copied = sqlx::query(
+        "INSERT INTO wharf.inbox_identities (stream_id, event_id, idempotency_key,
+                producer_sequence, content_sha256, event_type, key_id, outcome, correlation_id)
+         SELECT $1, event_id, idempotency_key, producer_sequence, content_sha256, event_type,
+                key_id, outcome, 'held-by-another'
+           FROM wharf.inbox_identities i
+           JOIN wharf.inbox_streams s USING (stream_id)
+          WHERE s.producer_id = 'laptop-2' AND i.producer_sequence = $2",
+    )
+    .bind(stream_id)
+    .bind(seq)
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    assert_eq!(copied.rows_affected(), 1);
+    (holder, stream_id)
+}
+
+/// Returns once some session of the test's database waits for a lock.
+async fn wait_for_a_lock_wait(fx: &Fx) {
+    for _ in 0..200 {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(fx.pool())
+        .await
+        .unwrap();
+        if n > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the request never waited for the stream");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_singles_of_many_streams_are_each_acknowledged_after_their_commit() {
     const STREAMS: u64 = 48;
@@ -400,29 +449,7 @@ async fn a_lone_envelope_that_waited_for_its_stream_sees_what_the_holder_stored(
     );
     let before = fx.counts().await;
 
-    let mut holder = fx.pool().begin().await.unwrap();
-    let stream_id: i64 = sqlx::query_scalar(
-        "SELECT stream_id FROM wharf.inbox_streams
-          WHERE tenant_id = $1 AND producer_id = 'laptop-1' FOR UPDATE",
-    )
-    .bind(TENANT)
-    .fetch_one(&mut *holder)
-    .await
-    .unwrap();
-    let copied = sqlx::query(
-        "INSERT INTO wharf.inbox_identities (stream_id, event_id, idempotency_key,
-                producer_sequence, content_sha256, event_type, key_id, outcome, correlation_id)
-         SELECT $1, event_id, idempotency_key, producer_sequence, content_sha256, event_type,
-                key_id, outcome, 'held-by-another'
-           FROM wharf.inbox_identities i
-           JOIN wharf.inbox_streams s USING (stream_id)
-          WHERE s.producer_id = 'laptop-2' AND i.producer_sequence = 2",
-    )
-    .bind(stream_id)
-    .execute(&mut *holder)
-    .await
-    .unwrap();
-    assert_eq!(copied.rows_affected(), 1);
+    let (mut holder, stream_id) = hold_with_copy(&fx, 2).await;
     sqlx::query("UPDATE wharf.inbox_streams SET acknowledged_sequence = 2 WHERE stream_id = $1")
         .bind(stream_id)
         .execute(&mut *holder)
@@ -434,22 +461,7 @@ async fn a_lone_envelope_that_waited_for_its_stream_sees_what_the_holder_stored(
     let body = fx.body(2);
     let waiting = tokio::spawn(async move { send_as(&inbox, &token, &body).await });
     // The request is blocked on the stream's lock before the holder commits.
-    let mut blocked = false;
-    for _ in 0..200 {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(fx.pool())
-        .await
-        .unwrap();
-        if n > 0 {
-            blocked = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(blocked, "the request never waited for the stream");
+    wait_for_a_lock_wait(&fx).await;
     holder.commit().await.unwrap();
 
     let answer = waiting.await.unwrap();
@@ -488,31 +500,9 @@ async fn a_lone_envelope_that_waited_while_a_gap_was_stored_walks_the_cursor_thr
     let elsewhere = send_as(&fx.inbox, &other, &fx.body(3)).await;
     assert_eq!(elsewhere.reason, "gap");
 
-    let mut holder = fx.pool().begin().await.unwrap();
-    let stream_id: i64 = sqlx::query_scalar(
-        "SELECT stream_id FROM wharf.inbox_streams
-          WHERE tenant_id = $1 AND producer_id = 'laptop-1' FOR UPDATE",
-    )
-    .bind(TENANT)
-    .fetch_one(&mut *holder)
-    .await
-    .unwrap();
     // Sequence 3 stored beyond the cursor, which stays at 1; the stream's row renewed, as
     // every store does.
-    let copied = sqlx::query(
-        "INSERT INTO wharf.inbox_identities (stream_id, event_id, idempotency_key,
-                producer_sequence, content_sha256, event_type, key_id, outcome, correlation_id)
-         SELECT $1, event_id, idempotency_key, producer_sequence, content_sha256, event_type,
-                key_id, outcome, 'held-by-another'
-           FROM wharf.inbox_identities i
-           JOIN wharf.inbox_streams s USING (stream_id)
-          WHERE s.producer_id = 'laptop-2' AND i.producer_sequence = 3",
-    )
-    .bind(stream_id)
-    .execute(&mut *holder)
-    .await
-    .unwrap();
-    assert_eq!(copied.rows_affected(), 1);
+    let (mut holder, stream_id) = hold_with_copy(&fx, 3).await;
     sqlx::query(
         "UPDATE wharf.inbox_streams SET acknowledged_sequence = acknowledged_sequence
           WHERE stream_id = $1",
@@ -526,22 +516,7 @@ async fn a_lone_envelope_that_waited_while_a_gap_was_stored_walks_the_cursor_thr
     let token = fx.token.clone();
     let body = fx.body(2);
     let waiting = tokio::spawn(async move { send_as(&inbox, &token, &body).await });
-    let mut blocked = false;
-    for _ in 0..200 {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(fx.pool())
-        .await
-        .unwrap();
-        if n > 0 {
-            blocked = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(blocked, "the request never waited for the stream");
+    wait_for_a_lock_wait(&fx).await;
     holder.commit().await.unwrap();
 
     let answer = waiting.await.unwrap();
