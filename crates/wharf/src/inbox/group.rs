@@ -357,16 +357,10 @@ fn answers(
         .collect()
 }
 
-/// A request of one envelope, alone in its group: the one it may store by
-/// [`store_presumed`].
+/// A request of one envelope, alone in its group ([`lone`], with nothing else to audit): the
+/// one it may store by [`store_presumed`].
 fn presumable(jobs: &[Job]) -> Option<(&Job, &Candidate)> {
-    match jobs {
-        [job] => match job.items.as_slice() {
-            [Item::Candidate(c)] => Some((job, c)),
-            _ => None,
-        },
-        _ => None,
-    }
+    lone(jobs).filter(|(job, _)| job.items.len() == 1)
 }
 
 /// The lone envelope stored in one round trip, when its stream is as its sequence presumes

@@ -64,6 +64,21 @@ async fn hold_with_copy(fx: &Fx, seq: i64) -> (sqlx::Transaction<'static, sqlx::
     (holder, stream_id)
 }
 
+/// Sends the fixture's envelope 2 while `holder` keeps its stream locked, commits `holder` once
+/// the request is blocked on that lock, and returns the answer.
+async fn send_2_while_held(
+    fx: &Fx,
+    holder: sqlx::Transaction<'static, sqlx::Postgres>,
+) -> inbox::Response {
+    let inbox = fx.inbox.clone();
+    let token = fx.token.clone();
+    let body = fx.body(2);
+    let waiting = tokio::spawn(async move { send_as(&inbox, &token, &body).await });
+    wait_for_a_lock_wait(fx).await;
+    holder.commit().await.unwrap();
+    waiting.await.unwrap()
+}
+
 /// Returns once some session of the test's database waits for a lock.
 async fn wait_for_a_lock_wait(fx: &Fx) {
     for _ in 0..200 {
@@ -456,15 +471,7 @@ async fn a_lone_envelope_that_waited_for_its_stream_sees_what_the_holder_stored(
         .await
         .unwrap();
 
-    let inbox = fx.inbox.clone();
-    let token = fx.token.clone();
-    let body = fx.body(2);
-    let waiting = tokio::spawn(async move { send_as(&inbox, &token, &body).await });
-    // The request is blocked on the stream's lock before the holder commits.
-    wait_for_a_lock_wait(&fx).await;
-    holder.commit().await.unwrap();
-
-    let answer = waiting.await.unwrap();
+    let answer = send_2_while_held(&fx, holder).await;
     assert_eq!(
         answer.status,
         Status::Outcome(Outcome::IgnoreDuplicate),
@@ -512,14 +519,7 @@ async fn a_lone_envelope_that_waited_while_a_gap_was_stored_walks_the_cursor_thr
     .await
     .unwrap();
 
-    let inbox = fx.inbox.clone();
-    let token = fx.token.clone();
-    let body = fx.body(2);
-    let waiting = tokio::spawn(async move { send_as(&inbox, &token, &body).await });
-    wait_for_a_lock_wait(&fx).await;
-    holder.commit().await.unwrap();
-
-    let answer = waiting.await.unwrap();
+    let answer = send_2_while_held(&fx, holder).await;
     assert_eq!(
         (answer.status, answer.reason),
         (Status::Outcome(Outcome::AcceptDelayed), "in-order")
