@@ -90,8 +90,9 @@ pub struct SweepReport {
     pub attempts_exhausted: u64,
 }
 
-/// Connections of the executor's own statement pool: two claims, two completion batches, two
-/// fence statements, the housekeeping task and one to spare.
+/// Connections of the executor's own statement pool: two capped claims or demotions, two
+/// completion batches, two fence statements, the housekeeping task and one to spare. (Plain
+/// claims have a pool of their own.)
 const STATEMENT_CONNECTIONS_MAX: u32 = 8;
 
 /// One finished attempt, waiting to be recorded.
@@ -144,6 +145,10 @@ struct Inner {
     /// test round trip before each statement: a dead connection shows up as the statement's
     /// error, which every caller handles anyway.
     statements: PgPool,
+    /// The claim statement's own connections (at most `claims_in_flight_max`): it keeps one
+    /// generic plan per connection, under settings that fix that plan's shape
+    /// ([`store::outbox::CLAIM_SESSION_OPTIONS`]), so a claim is not planned on every call.
+    claims: PgPool,
     registry: Arc<Registry>,
     config: ExecutorConfig,
     global: Arc<Semaphore>,
@@ -175,9 +180,10 @@ impl std::fmt::Debug for Executor {
 impl Executor {
     /// An executor over `pool` for the kinds in `registry`. Checks the configuration.
     ///
-    /// Connections: the executor opens its own small pool for its statements (claims, fences,
-    /// completions, sweeps; at most 8 connections, made lazily from `pool`'s connect options),
-    /// so a busy application pool never holds up a fence. `pool` itself serves the NOTIFY
+    /// Connections: the executor opens its own small pools for its statements (claims, fences,
+    /// completions, sweeps; at most 8 connections, plus one per claim in flight for the claims,
+    /// made lazily from `pool`'s connect options), so a busy application pool never holds up a
+    /// fence. `pool` itself serves the NOTIFY
     /// listener (one connection while [`run`](Executor::run) runs, with `notify` on) and the
     /// adapters' [`Attempt::read_only`](super::Attempt::read_only) look-ups (at most one per
     /// running attempt, so up to `concurrency_max`). Size it at `concurrency_max + 1` beyond
@@ -199,9 +205,11 @@ impl Executor {
             })
             .collect();
         let statements = statement_pool(&pool);
+        let claims = claim_pool(&pool, config.claims_in_flight_max);
         Ok(Executor {
             inner: Arc::new(Inner {
                 statements,
+                claims,
                 pool,
                 global: Arc::new(Semaphore::new(config.concurrency_max as usize)),
                 per_kind,
@@ -541,7 +549,7 @@ impl Executor {
             let claimed = match &tenant_caps {
                 None => {
                     store::outbox::claim(
-                        &self.inner.statements,
+                        &self.inner.claims,
                         want,
                         c.lease_ms,
                         now,
@@ -775,10 +783,26 @@ fn statement_pool(pool: &PgPool) -> PgPool {
         // Not `plan_cache_mode=force_generic_plan`, although planning is ~8 % of the server in
         // a drain: a generic plan is made once per connection, and one made while the table was
         // empty (a fresh install, a drained queue) scanned it whole once it had grown, claims of
-        // 100 rows taking 8 s in a latency run.
+        // 100 rows taking 8 s in a latency run. Only the claim, whose plan's shape its session
+        // settings fix, keeps a generic plan (`claim_pool`); the completion needs its hash join.
         .options([("jit", "off")]);
     PgPoolOptions::new()
         .max_connections(STATEMENT_CONNECTIONS_MAX)
+        .min_connections(0)
+        .test_before_acquire(false)
+        .acquire_timeout(pool.options().get_acquire_timeout())
+        .connect_lazy_with(options)
+}
+
+/// The claim statement's pool: `connections` of them (one per claim in flight), made lazily from
+/// `pool`'s connect options, each with [`store::outbox::CLAIM_SESSION_OPTIONS`].
+fn claim_pool(pool: &PgPool, connections: u32) -> PgPool {
+    let options = (*pool.connect_options())
+        .clone()
+        .application_name("wharf executor claims")
+        .options(store::outbox::CLAIM_SESSION_OPTIONS);
+    PgPoolOptions::new()
+        .max_connections(connections.max(1))
         .min_connections(0)
         .test_before_acquire(false)
         .acquire_timeout(pool.options().get_acquire_timeout())

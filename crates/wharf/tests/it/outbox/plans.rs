@@ -1,6 +1,7 @@
 //! The plans of the statements that change a batch of claimed rows, under the statistics that
 //! once made them slow: taken while every row was ADMITTED (a bench's ANALYZE after enqueue, a
-//! quiet moment). Not timed: the plan's shape is asserted, the speed is the benchmarks' business.
+//! quiet moment); and the claim's generic plan, made on an empty table. Not timed: the plan's
+//! shape is asserted, the speed is the benchmarks' business.
 
 use wharf_testkit::TestDb;
 
@@ -105,4 +106,85 @@ async fn batch_statements_find_their_rows_by_primary_key_under_stale_statistics(
         .await
         .unwrap();
     assert_by_primary_key("begin_write", &plan);
+}
+
+/// The claim as the executor's claim pool runs it: prepared once, with one generic plan.
+const PREPARE_CLAIM: &str = concat!(
+    "PREPARE claim_generic (integer, bigint, timestamptz, text[], integer, text[]) AS ",
+    include_str!("../../../sql/outbox/claim.sql")
+);
+const EXPLAIN_CLAIM: &str = "EXPLAIN (FORMAT JSON) EXECUTE claim_generic \
+     (100, 30000, NULL, ARRAY['k'], 1000, ARRAY['k'])";
+
+/// The claim's generic plan on a connection with `options` set, prepared while the table is
+/// empty and analyzed as such (a fresh install, a drained queue), explained then and again once
+/// 20,000 due rows have arrived (no ANALYZE in between, so the plan is the one made empty).
+async fn claim_plans_made_empty(options: &[(&str, &str)]) -> (String, String) {
+    let db = TestDb::new().await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    for (name, value) in options {
+        sqlx::query("SELECT set_config($1, $2, false)")
+            .bind(name)
+            .bind(value)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
+    sqlx::query("ANALYZE wharf.action")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query(PREPARE_CLAIM)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let empty: serde_json::Value = sqlx::query_scalar(EXPLAIN_CLAIM)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
+                                   at_most_once, instance_level, state, max_attempts, payload,
+                                   run_at)
+         SELECT 'k', 't', 'lane-' || g, 'key-' || g, sha256(g::text::bytea), false, false,
+                'ADMITTED', 3, '{}', now() - interval '1 second'
+           FROM generate_series(1, 20000) g",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let grown: serde_json::Value = sqlx::query_scalar(EXPLAIN_CLAIM)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    (empty.to_string(), grown.to_string())
+}
+
+/// What the claim's plan must be, whatever the statistics: the lease index in lease order, the
+/// due index in run_at order, the primary key for the look-up and the update, the two lane
+/// indexes for the probes, and nothing that reads the whole table or all its candidates.
+fn assert_claim_shape(name: &str, plan: &str) {
+    for index in [
+        "ix_action_lease",
+        "ix_action_due",
+        "action_pkey",
+        "ux_action_lane_executing",
+        "ix_action_lane_pending",
+    ] {
+        assert!(plan.contains(index), "{name} does not use {index}: {plan}");
+    }
+    for node in ["Seq Scan", "Hash", "Sort", "Merge", "Bitmap"] {
+        assert!(!plan.contains(node), "{name} has a {node}: {plan}");
+    }
+}
+
+#[tokio::test]
+async fn the_claims_generic_plan_made_on_an_empty_table_keeps_the_shape_of_its_text() {
+    let (empty, grown) =
+        claim_plans_made_empty(&wharf::testing::outbox::CLAIM_SESSION_OPTIONS).await;
+    assert_claim_shape("claim, planned empty", &empty);
+    assert_claim_shape("claim, planned empty, table grown", &grown);
+    // Why the settings are there: a generic plan alone, made empty, scans the table.
+    let (bare, _) = claim_plans_made_empty(&[("plan_cache_mode", "force_generic_plan")]).await;
+    assert!(bare.contains("Seq Scan"), "{bare}");
 }
