@@ -65,9 +65,12 @@ pub struct ExecutorConfig {
     pub completion_batch_max: u32,
     /// `drain` gives up after this many rounds (a round makes everything due and runs it).
     pub drain_rounds_max: u32,
-    /// Claim statements `run` keeps in flight at once while claims come back full (1..=4). A
-    /// second claim sent while the first runs lets the database work on both cores; claims
-    /// lock their rows where they find them (SKIP LOCKED), so two never take the same row.
+    /// Claim statements `run` keeps in flight at once while claims come back full (1..=4).
+    /// Claims lock their rows where they find them (SKIP LOCKED), so two never take the same
+    /// row, but two at once walk the same front of due rows: the second steps over the first's
+    /// (locked, or taken since its snapshot) before it finds its own. One at a time is the
+    /// default: on 2 cores it drained 9-11 % faster than two, with every claim full
+    /// (BENCHMARKS.md); more may pay where the server has cores to spare.
     pub claims_in_flight_max: u32,
     /// Let the claim's own commit be the fence of kinds that are not at-most-once (SPEC §2.3,
     /// "refinement for speed"): the claim records `write_started_at`, and `begin_write` answers
@@ -105,7 +108,7 @@ impl Default for ExecutorConfig {
             gauge_interval_ms: 60 * 1_000,
             completion_batch_max: 200,
             drain_rounds_max: 10_000,
-            claims_in_flight_max: 2,
+            claims_in_flight_max: 1,
             fence_with_claim: true,
         }
     }
