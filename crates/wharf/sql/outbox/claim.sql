@@ -121,9 +121,11 @@ UPDATE wharf.action a
                                THEN coalesce(a.write_started_at,
                                              (SELECT coalesce($3::timestamptz, now())))
                                ELSE a.write_started_at END
-  FROM picked
- WHERE a.id = picked.id
+-- The picked rows by primary key, as one array, not as a join: a join leaves the planner a
+-- choice of order, and a generic plan made while the table was empty walked the whole primary
+-- key on the outside of it (seen: 24,000 rows compared with each of 100, 0.5 s a claim).
+ WHERE a.id = ANY (ARRAY(SELECT id FROM picked))
 RETURNING a.id, a.kind, a.tenant_id, a.project_id, a.lane_key, a.idempotency_key, a.payload,
           a.subject_account_id, a.attempt, a.max_attempts, a.epoch, a.created_at,
-          picked.was_started AS write_started,
+          a.id = ANY (ARRAY(SELECT id FROM picked WHERE was_started)) AS write_started,
           (a.kind = ANY($6::text[]) AND NOT a.at_most_once) AS claim_fenced

@@ -160,10 +160,31 @@ async fn claim_plans_made_empty(options: &[(&str, &str)]) -> (String, String) {
     (empty.to_string(), grown.to_string())
 }
 
+/// Every index scan in `node` and below has an index condition: none walks its index whole.
+fn assert_no_index_walked_whole(name: &str, node: &serde_json::Value, whole: &str) {
+    if let Some(index) = node.get("Index Name") {
+        assert!(
+            node.get("Index Cond").is_some(),
+            "{name} walks {index} whole: {whole}"
+        );
+    }
+    for child in node
+        .get("Plans")
+        .and_then(|p| p.as_array())
+        .into_iter()
+        .flatten()
+    {
+        assert_no_index_walked_whole(name, child, whole);
+    }
+}
+
 /// What the claim's plan must be, whatever the statistics: the lease index in lease order, the
 /// due index in run_at order, the primary key for the look-up and the update, the two lane
-/// indexes for the probes, and nothing that reads the whole table or all its candidates.
+/// indexes for the probes, each with a condition, and nothing that reads the whole table, all
+/// its candidates, or compares rows with rows by a join filter.
 fn assert_claim_shape(name: &str, plan: &str) {
+    let json: serde_json::Value = serde_json::from_str(plan).unwrap();
+    assert_no_index_walked_whole(name, &json[0]["Plan"], plan);
     for index in [
         "ix_action_lease",
         "ix_action_due",
@@ -173,7 +194,7 @@ fn assert_claim_shape(name: &str, plan: &str) {
     ] {
         assert!(plan.contains(index), "{name} does not use {index}: {plan}");
     }
-    for node in ["Seq Scan", "Hash", "Sort", "Merge", "Bitmap"] {
+    for node in ["Seq Scan", "Hash", "Sort", "Merge", "Bitmap", "Join Filter"] {
         assert!(!plan.contains(node), "{name} has a {node}: {plan}");
     }
 }
