@@ -185,20 +185,10 @@ async fn columns_fixed_at_enqueue_never_change() {
         "created_at = now() - interval '1 day'",
         "payload = '{\"changed\": true}'::jsonb",
     ];
-    for set in sets {
-        let id = row_in(&db.pool, ActionState::Admitted, false, false).await;
-        let sql = format!("UPDATE wharf.action SET {set} WHERE id = $1");
-        let e = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id)
-            .execute(&db.pool)
-            .await
-            .unwrap_err();
-        assert_eq!(sqlstate(&e), "WH004", "{set}");
-    }
     // An update that breaks several rules is refused for the first of them in the guard's own
     // order (ended, transition, fixed column, epoch): the trigger's WHEN only decides whether
     // the function runs, never which refusal it raises.
-    for (set, code) in [
+    let several = [
         ("state = 'DONE', kind = 'other'", "WH001"),
         ("epoch = epoch + 5, kind = 'other'", "WH004"),
         (
@@ -206,7 +196,8 @@ async fn columns_fixed_at_enqueue_never_change() {
             "WH004",
         ),
         ("epoch = epoch + 5, run_at = now()", "WH005"),
-    ] {
+    ];
+    for (set, code) in sets.map(|set| (set, "WH004")).into_iter().chain(several) {
         let id = row_in(&db.pool, ActionState::Admitted, false, false).await;
         let sql = format!("UPDATE wharf.action SET {set} WHERE id = $1");
         let e = sqlx::query(sqlx::AssertSqlSafe(sql))

@@ -36,21 +36,26 @@ fn assert_by_primary_key(name: &str, plan: &serde_json::Value) {
     assert!(!plan.contains("Seq Scan"), "{name} scans the table: {plan}");
 }
 
-#[tokio::test]
-async fn batch_statements_find_their_rows_by_primary_key_under_stale_statistics() {
-    let db = TestDb::new().await;
-    // 20,000 ADMITTED actions, one lane each, analyzed as they are: nothing EXECUTING.
+/// 20,000 ADMITTED actions of kind `k`, one lane each, due since a second ago.
+async fn admit_20000(pool: &sqlx::PgPool) {
     sqlx::query(
         "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
                                    at_most_once, instance_level, state, max_attempts, payload,
                                    run_at)
          SELECT 'k', 't', 'lane-' || g, 'key-' || g, sha256(g::text::bytea), false, false,
-                'ADMITTED', 3, '{}', now()
+                'ADMITTED', 3, '{}', now() - interval '1 second'
            FROM generate_series(1, 20000) g",
     )
-    .execute(&db.pool)
+    .execute(pool)
     .await
     .unwrap();
+}
+
+#[tokio::test]
+async fn batch_statements_find_their_rows_by_primary_key_under_stale_statistics() {
+    let db = TestDb::new().await;
+    // 20,000 ADMITTED actions, one lane each, analyzed as they are: nothing EXECUTING.
+    admit_20000(&db.pool).await;
     sqlx::query("ANALYZE wharf.action")
         .execute(&db.pool)
         .await
@@ -142,17 +147,7 @@ async fn claim_plans_made_empty(options: &[(&str, &str)]) -> (String, String) {
         .fetch_one(&mut *conn)
         .await
         .unwrap();
-    sqlx::query(
-        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
-                                   at_most_once, instance_level, state, max_attempts, payload,
-                                   run_at)
-         SELECT 'k', 't', 'lane-' || g, 'key-' || g, sha256(g::text::bytea), false, false,
-                'ADMITTED', 3, '{}', now() - interval '1 second'
-           FROM generate_series(1, 20000) g",
-    )
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    admit_20000(&db.pool).await;
     let grown: serde_json::Value = sqlx::query_scalar(EXPLAIN_CLAIM)
         .fetch_one(&mut *conn)
         .await
