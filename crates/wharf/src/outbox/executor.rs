@@ -777,32 +777,40 @@ impl Executor {
 
 /// The executor's statement pool over `pool`'s server and credentials (see [`Inner`]).
 fn statement_pool(pool: &PgPool) -> PgPool {
-    let options = (*pool.connect_options())
-        .clone()
-        .application_name("wharf executor")
-        // Not `plan_cache_mode=force_generic_plan`, although planning is ~8 % of the server in
-        // a drain: a generic plan is made once per connection, and one made while the table was
-        // empty (a fresh install, a drained queue) scanned it whole once it had grown, claims of
-        // 100 rows taking 8 s in a latency run. Only the claim, whose plan's shape its session
-        // settings fix, keeps a generic plan (`claim_pool`); the completion needs its hash join.
-        .options([("jit", "off")]);
-    PgPoolOptions::new()
-        .max_connections(STATEMENT_CONNECTIONS_MAX)
-        .min_connections(0)
-        .test_before_acquire(false)
-        .acquire_timeout(pool.options().get_acquire_timeout())
-        .connect_lazy_with(options)
+    // Not `plan_cache_mode=force_generic_plan`, although planning is ~8 % of the server in a
+    // drain: a generic plan is made once per connection, and one made while the table was empty
+    // (a fresh install, a drained queue) scanned it whole once it had grown, claims of 100 rows
+    // taking 8 s in a latency run. Only the claim, whose plan's shape its session settings fix,
+    // keeps a generic plan (`claim_pool`); the completion needs its hash join.
+    own_pool(
+        pool,
+        "wharf executor",
+        &[("jit", "off")],
+        STATEMENT_CONNECTIONS_MAX,
+    )
 }
 
-/// The claim statement's pool: `connections` of them (one per claim in flight), made lazily from
-/// `pool`'s connect options, each with [`store::outbox::CLAIM_SESSION_OPTIONS`].
+/// The claim statement's pool: `connections` of them (one per claim in flight), each with
+/// [`store::outbox::CLAIM_SESSION_OPTIONS`].
 fn claim_pool(pool: &PgPool, connections: u32) -> PgPool {
+    own_pool(
+        pool,
+        "wharf executor claims",
+        &store::outbox::CLAIM_SESSION_OPTIONS,
+        connections.max(1),
+    )
+}
+
+/// A pool of the executor's own on `pool`'s server and credentials: at most `connections`,
+/// made lazily, each with the session `settings`, and no test round trip before each
+/// statement (a dead connection shows up as the statement's error, which every caller handles).
+fn own_pool(pool: &PgPool, name: &str, settings: &[(&str, &str)], connections: u32) -> PgPool {
     let options = (*pool.connect_options())
         .clone()
-        .application_name("wharf executor claims")
-        .options(store::outbox::CLAIM_SESSION_OPTIONS);
+        .application_name(name)
+        .options(settings.iter().copied());
     PgPoolOptions::new()
-        .max_connections(connections.max(1))
+        .max_connections(connections)
         .min_connections(0)
         .test_before_acquire(false)
         .acquire_timeout(pool.options().get_acquire_timeout())
