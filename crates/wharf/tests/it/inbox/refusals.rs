@@ -398,6 +398,82 @@ async fn identities_and_audit_are_append_only() {
     assert_eq!(fx.counts().await.identities, 1);
 }
 
+/// Identities name their stream without a foreign key (migration 0020), because a stream row
+/// can never go: it is updated, never deleted or truncated.
+#[tokio::test]
+async fn streams_are_never_removed() {
+    let fx = Fx::new().await;
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+    for sql in [
+        "DELETE FROM wharf.inbox_streams",
+        "TRUNCATE wharf.inbox_streams",
+        "TRUNCATE wharf.inbox_streams CASCADE",
+    ] {
+        let err = sqlx::query(sql).execute(fx.pool()).await.expect_err(sql);
+        assert!(err.to_string().contains("never removed"), "{sql}: {err}");
+        let code = err.as_database_error().and_then(|d| d.code());
+        assert_eq!(code.as_deref(), Some("23001"), "{sql}: restrict_violation");
+    }
+    let streams: i64 = sqlx::query_scalar("SELECT count(*) FROM wharf.inbox_streams")
+        .fetch_one(fx.pool())
+        .await
+        .unwrap();
+    assert_eq!(streams, 1);
+    assert_eq!(fx.counts().await.identities, 1);
+    // The stream still takes its next envelope.
+    assert!(fx.send(&fx.body(2)).await.is_acknowledged());
+}
+
+/// The audit's event-id digest is checked without a regular expression (migration 0020); what
+/// it admits is unchanged: NULL, or exactly 64 characters of 0-9 and a-f.
+#[tokio::test]
+async fn the_audit_digest_is_checked_at_its_edges() {
+    let fx = Fx::new().await;
+    let insert = |digest: Option<String>| {
+        let pool = fx.pool().clone();
+        async move {
+            sqlx::query(
+                "INSERT INTO wharf.inbox_audit (action, tenant_id, actor_account, outcome, reason,
+                                                correlation_id, event_id_sha256)
+                 VALUES ('ingest', 't', 'a', 'refuse', 'payload', 'c', $1)",
+            )
+            .bind(digest)
+            .execute(&pool)
+            .await
+        }
+    };
+    let hex = "0123456789abcdef".repeat(4);
+    insert(None).await.unwrap();
+    insert(Some(hex.clone())).await.unwrap();
+    insert(Some("f".repeat(64))).await.unwrap();
+    for bad in [
+        String::new(),
+        hex[..63].to_owned(),
+        format!("{hex}0"),
+        hex.to_uppercase(),
+        format!("{}é", &hex[..63]),
+        // 61 bytes and a three-byte character: 64 bytes, 62 characters.
+        format!("{}\u{ff41}", &hex[..61]),
+        format!("{} ", &hex[..63]),
+        "g".repeat(64),
+    ] {
+        let err = insert(Some(bad.clone())).await.expect_err(&bad);
+        let db = err.as_database_error().expect("a database error");
+        assert_eq!(db.code().as_deref(), Some("23514"), "{bad:?}");
+        assert_eq!(
+            db.constraint(),
+            Some("inbox_audit_event_id_sha256_check"),
+            "{bad:?}"
+        );
+    }
+    let rows: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM wharf.inbox_audit WHERE tenant_id = 't'")
+            .fetch_one(fx.pool())
+            .await
+            .unwrap();
+    assert_eq!(rows, 3);
+}
+
 #[tokio::test]
 async fn a_failure_anywhere_answers_503_and_commits_nothing() {
     let fx = Fx::new().await;
