@@ -86,9 +86,8 @@ pub struct Attempt {
     /// could not reach the database, or too little lease was left. An attempt abandoned after
     /// that is given back at once (no attempt counted) instead of waiting out its lease.
     pub(crate) give_back_on_abandon: bool,
-    /// The executor's fence batcher, while `run` runs; `None` (and always under a test clock)
-    /// asks the database directly.
-    pub(crate) fences: Option<Fences>,
+    /// The executor's fence batcher (`fences.rs`), under `run` and `run_once_at` alike.
+    pub(crate) fences: Fences,
 }
 
 impl fmt::Debug for Attempt {
@@ -225,8 +224,8 @@ impl Fence<'_> {
     /// Records `write_started_at` in its own short transaction, naming (id, epoch), and only
     /// with at least the fence margin of lease left. `Ok` means: call the provider now.
     ///
-    /// Under [`Executor::run`](super::Executor::run), fences asked at the same moment share
-    /// one statement (see `fences.rs`); each attempt still waits for that statement's commit.
+    /// Fences asked at the same moment share one statement (see `fences.rs`); each attempt
+    /// still waits for that statement's commit.
     ///
     /// For a kind that is not at-most-once, the claim's own commit may already have recorded
     /// `write_started_at` (SPEC §2.3): then this answers at once while more than the fence margin
@@ -243,12 +242,10 @@ impl Fence<'_> {
             }
         }
         a.fence = FenceStage::InFlight;
-        let batched = match (&a.fences, a.now) {
-            (Some(fences), None) => fences.ask(a.action_id, a.epoch).await,
-            _ => None,
-        };
-        let answer = match batched {
+        let answer = match a.fences.ask(a.action_id, a.epoch, a.now).await {
             Some(answer) => answer,
+            // The batcher's task is gone (it runs while any handle lives, so only if it died):
+            // ask the database directly.
             None => {
                 store::outbox::begin_write(&a.pool, a.action_id, a.epoch, a.fence_margin_ms, a.now)
                     .await

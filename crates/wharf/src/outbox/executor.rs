@@ -235,9 +235,18 @@ impl Executor {
             (self.inner.global.available_permits() as u32).min(self.inner.config.claim_batch_max);
         let claimed = self.claim(free, now).await?;
         let count = claimed.len();
-        let finished =
-            futures::future::join_all(claimed.into_iter().map(|c| self.execute(c, now, None)))
-                .await;
+        // The same fence path as `run`: this batch's fences share statements, on `now`.
+        let fences = Fences::start(
+            self.inner.statements.clone(),
+            self.inner.config.fence_margin_ms,
+        );
+        let finished = futures::future::join_all(
+            claimed
+                .into_iter()
+                .map(|c| self.execute(c, now, fences.clone())),
+        )
+        .await;
+        drop(fences);
         self.record(finished, now).await?;
         Ok(count)
     }
@@ -612,7 +621,7 @@ impl Executor {
         &self,
         claimed: Claimed,
         now: Option<DateTime<Utc>>,
-        fences: Option<Fences>,
+        fences: Fences,
     ) -> Finished {
         let inner = &self.inner;
         let row = claimed.row;

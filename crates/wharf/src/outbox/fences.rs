@@ -13,9 +13,17 @@
 //! Up to [`FENCE_STATEMENTS_MAX`] statements run at once; fences asked while all of them run
 //! wait and go together in the next one, which is what makes batches form under load without a
 //! timer (a lone fence never waits for company).
+//!
+//! Every fence the executor asks goes through here, under [`Executor::run`] and under
+//! [`Executor::run_once_at`] alike, so tests that move a test clock exercise this batcher too.
+//! The clock travels with each ask; asks on different clocks never share a statement.
+//!
+//! [`Executor::run`]: super::Executor::run
+//! [`Executor::run_once_at`]: super::Executor::run_once_at
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
@@ -37,6 +45,8 @@ pub(crate) type FenceAnswer = Result<bool, Arc<sqlx::Error>>;
 struct FenceAsk {
     id: i64,
     epoch: i64,
+    /// The clock the fence is decided on: `None` is the database's, `Some` a test clock.
+    now: Option<DateTime<Utc>>,
     reply: oneshot::Sender<FenceAnswer>,
 }
 
@@ -61,12 +71,25 @@ impl Fences {
         Fences { tx }
     }
 
-    /// Asks the fence of (id, epoch). `None` means the batcher is gone and the fence was not
+    /// Asks the fence of (id, epoch) on the clock `now` (`None`: the database's). `None` means the batcher is gone and the fence was not
     /// asked (the caller asks the database itself); a reply lost after the ask was sent is an
     /// error, because the statement may have run.
-    pub(crate) async fn ask(&self, id: i64, epoch: i64) -> Option<FenceAnswer> {
+    pub(crate) async fn ask(
+        &self,
+        id: i64,
+        epoch: i64,
+        now: Option<DateTime<Utc>>,
+    ) -> Option<FenceAnswer> {
         let (reply, answer) = oneshot::channel();
-        self.tx.send(FenceAsk { id, epoch, reply }).await.ok()?;
+        self.tx
+            .send(FenceAsk {
+                id,
+                epoch,
+                now,
+                reply,
+            })
+            .await
+            .ok()?;
         Some(
             answer
                 .await
@@ -91,18 +114,35 @@ async fn answer_loop(pool: PgPool, fence_margin_ms: u64, mut rx: mpsc::Receiver<
         }
         let pool = pool.clone();
         tokio::spawn(async move {
-            answer(&pool, fence_margin_ms, batch).await;
+            for same_clock in by_clock(batch) {
+                answer(&pool, fence_margin_ms, same_clock).await;
+            }
             drop(permit);
         });
     }
 }
 
+/// Splits a batch into the asks of each clock, in the order the clocks first appear: one
+/// statement decides on one clock. The executor's asks all share one clock, so this is one part.
+fn by_clock(batch: Vec<FenceAsk>) -> Vec<Vec<FenceAsk>> {
+    let mut parts: Vec<Vec<FenceAsk>> = Vec::new();
+    for ask in batch {
+        match parts.iter_mut().find(|p| p[0].now == ask.now) {
+            Some(part) => part.push(ask),
+            None => parts.push(vec![ask]),
+        }
+    }
+    parts
+}
+
+/// Answers asks that share one clock with one statement.
 async fn answer(pool: &PgPool, fence_margin_ms: u64, mut batch: Vec<FenceAsk>) {
+    let now = batch[0].now;
     // Rows in id order, as every other multi-row statement takes them.
     batch.sort_by_key(|a| a.id);
     let ids: Vec<i64> = batch.iter().map(|a| a.id).collect();
     let epochs: Vec<i64> = batch.iter().map(|a| a.epoch).collect();
-    match store::outbox::begin_write_many(pool, &ids, &epochs, fence_margin_ms, None).await {
+    match store::outbox::begin_write_many(pool, &ids, &epochs, fence_margin_ms, now).await {
         Ok(passed) => {
             for ask in batch {
                 // The asker may have been cut off meanwhile; its attempt counts the fence as
@@ -116,5 +156,48 @@ async fn answer(pool: &PgPool, fence_margin_ms: u64, mut batch: Vec<FenceAsk>) {
                 let _ = ask.reply.send(Err(e.clone()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(id: i64, now: Option<DateTime<Utc>>) -> FenceAsk {
+        let (reply, _) = oneshot::channel();
+        FenceAsk {
+            id,
+            epoch: 1,
+            now,
+            reply,
+        }
+    }
+
+    #[test]
+    fn a_batch_is_split_by_clock_keeping_each_clocks_asks_in_order() {
+        let t = DateTime::from_timestamp(1_700_000_000, 0);
+        let batch = vec![
+            ask(5, None),
+            ask(3, t),
+            ask(4, None),
+            ask(1, t),
+            ask(2, None),
+        ];
+        let parts: Vec<(Option<DateTime<Utc>>, Vec<i64>)> = by_clock(batch)
+            .into_iter()
+            .map(|p| (p[0].now, p.iter().map(|a| a.id).collect()))
+            .collect();
+        assert_eq!(parts, vec![(None, vec![5, 4, 2]), (t, vec![3, 1])]);
+    }
+
+    #[test]
+    fn asks_on_one_clock_stay_one_statement() {
+        let parts = by_clock(
+            (0..FENCE_BATCH_MAX as i64)
+                .map(|id| ask(id, None))
+                .collect(),
+        );
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].len(), FENCE_BATCH_MAX);
     }
 }

@@ -76,7 +76,7 @@ pub struct ExecutorConfig {
     /// "refinement for speed"): the claim records `write_started_at`, and `begin_write` answers
     /// without a round trip while the lease, by the monotonic clock taken before the claim was
     /// sent, has more than the fence margin left. At-most-once kinds always fence on their own.
-    /// Off: every attempt's fence is its own statement (as under a test clock).
+    /// Off: every attempt asks the fence statement (`begin_write.sql`), as under a test clock.
     pub fence_with_claim: bool,
 }
 

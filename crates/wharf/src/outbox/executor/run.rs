@@ -385,7 +385,7 @@ impl Executor {
             };
             let (this, tx, fences) = (self.clone(), done.clone(), fences.clone());
             tasks.spawn(async move {
-                let finished = this.execute(claimed, None, Some(fences)).await;
+                let finished = this.execute(claimed, None, fences).await;
                 // The permits went with `claimed`: a held action can start now.
                 this.inner.freed.notify_one();
                 // The recorder only stops after every sender is gone.
