@@ -3,12 +3,12 @@
 //! Owns: the seed's result table (SPEC §2.4) as one function, [`decide`], with its table test.
 //! Must not know: SQL, tokio, clocks or randomness (the jitter draw is passed in).
 
-use wharf_core::action::{ActionState, StopReason};
+use wharf_core::action::StopReason;
 use wharf_core::backoff::Backoff;
 
 use super::attempt::FenceStage;
 use super::kind::{ErrorCode, Outcome};
-use crate::store::outbox::CompletionRow;
+use crate::store::outbox::{CompletionRow, Next};
 
 /// Longest deferral: a day. A longer wait is a schedule; enqueue with `run_at` instead.
 pub const DEFER_MS_MAX: u64 = 24 * 60 * 60 * 1_000;
@@ -51,12 +51,9 @@ fn ended(claim: Claim, reason: StopReason, code: Option<&ErrorCode>) -> Completi
     CompletionRow {
         id: claim.id,
         epoch: claim.epoch,
-        state: reason.state().as_str(),
-        stop_reason: Some(reason.as_str()),
+        next: Next::Ended(reason),
         readback_ref: None,
         error_code: code.map(|c| c.as_str().to_owned()),
-        delay_ms: 0,
-        refund: 0,
         clear_fence: false,
     }
 }
@@ -71,12 +68,12 @@ fn waiting(
     CompletionRow {
         id: claim.id,
         epoch: claim.epoch,
-        state: ActionState::Admitted.as_str(),
-        stop_reason: None,
+        next: Next::Again {
+            delay_ms: i64::try_from(delay_ms).unwrap_or(i64::MAX),
+            refund,
+        },
         readback_ref: None,
         error_code: code.map(|c| c.as_str().to_owned()),
-        delay_ms: i64::try_from(delay_ms).unwrap_or(i64::MAX),
-        refund,
         clear_fence,
     }
 }
@@ -184,8 +181,20 @@ mod tests {
 
     fn check(claim: Claim, ran: Ran, fence: FenceStage, expected: Row) {
         let backoff = Backoff::default();
-        let got = decide(claim, &ran, fence, false, &backoff, 0.0)
-            .map(|r| (r.state, r.stop_reason, r.delay_ms, r.refund, r.clear_fence));
+        let got = decide(claim, &ran, fence, false, &backoff, 0.0).map(|r| {
+            let (delay_ms, refund) = match r.next {
+                Next::Again { delay_ms, refund } => (delay_ms, refund),
+                Next::Ended(_) => (0, 0),
+            };
+            let reason = r.next.stop_reason().map(StopReason::as_str);
+            (
+                r.next.state().as_str(),
+                reason,
+                delay_ms,
+                refund,
+                r.clear_fence,
+            )
+        });
         assert_eq!(
             got, expected,
             "{ran:?} at {fence:?}, attempt {}/{}",
@@ -379,7 +388,7 @@ mod tests {
         // Ended before the fence (a refusal): the claim's mark goes too.
         let failed = Ran::Returned(Outcome::Failed { code: CODE });
         let row = decide(claim(1, 3), &failed, FenceStage::NotStarted, true, &b, 0.0).unwrap();
-        assert_eq!(row.stop_reason, Some("PROVIDER_REFUSED"));
+        assert_eq!(row.next, Next::Ended(StopReason::ProviderRefused));
         assert!(row.clear_fence);
         // Passed the fence: a panic may have written, so it ends UNCERTAIN, mark or not.
         let row = decide(
@@ -391,6 +400,6 @@ mod tests {
             0.0,
         )
         .unwrap();
-        assert_eq!(row.stop_reason, Some("UNCERTAIN_PROVIDER"));
+        assert_eq!(row.next, Next::Ended(StopReason::UncertainProvider));
     }
 }

@@ -30,7 +30,6 @@ use rand::Rng;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
-use wharf_core::action::StopReason;
 
 use super::attempt::{Attempt, FenceStage};
 use super::caps::{Caps, KindCaps};
@@ -776,7 +775,7 @@ impl Executor {
                     "attempt result dropped: the claim was superseded or the action erased");
                 continue;
             }
-            if let Some(reason) = row.stop_reason.and_then(|r| r.parse::<StopReason>().ok()) {
+            if let Some(reason) = row.next.stop_reason() {
                 metrics::ended(&f.kind, row.id, reason.state(), reason);
             }
         }

@@ -453,20 +453,48 @@ pub struct CompletionRow {
     pub id: i64,
     /// The claim's epoch (the fence).
     pub epoch: i64,
-    /// `ADMITTED` or an ended state.
-    pub state: &'static str,
-    /// Set exactly when `state` is ended.
-    pub stop_reason: Option<&'static str>,
+    /// What becomes of the action.
+    pub next: Next,
     /// Provider reference of a Done.
     pub readback_ref: Option<String>,
     /// Stable error code.
     pub error_code: Option<String>,
-    /// Delay before the next attempt (ADMITTED only).
-    pub delay_ms: i64,
-    /// Attempts given back (1 for a deferral).
-    pub refund: i32,
     /// Clear `write_started_at` (the adapter proved nothing was written).
     pub clear_fence: bool,
+}
+
+/// What a completion does to its action: back to waiting, or ended for a reason (the reason
+/// names the ended state, so a row cannot carry a state and a reason that disagree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// `ADMITTED` again, due after `delay_ms`, with `refund` attempts given back (1 for a
+    /// deferral, which does not count as an attempt).
+    Again {
+        /// Delay before the next attempt.
+        delay_ms: i64,
+        /// Attempts given back.
+        refund: i32,
+    },
+    /// Ended in the state of its reason ([`StopReason::state`]).
+    Ended(StopReason),
+}
+
+impl Next {
+    /// The state the action moves to.
+    pub fn state(self) -> ActionState {
+        match self {
+            Next::Again { .. } => ActionState::Admitted,
+            Next::Ended(reason) => reason.state(),
+        }
+    }
+
+    /// The stop reason, exactly when the action ends.
+    pub fn stop_reason(self) -> Option<StopReason> {
+        match self {
+            Next::Again { .. } => None,
+            Next::Ended(reason) => Some(reason),
+        }
+    }
 }
 
 /// Records many results in one statement (`complete.sql`). Returns the ids that were recorded;
@@ -478,12 +506,20 @@ pub async fn complete<'c>(
 ) -> Result<Vec<i64>, sqlx::Error> {
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let epochs: Vec<i64> = rows.iter().map(|r| r.epoch).collect();
-    let states: Vec<&str> = rows.iter().map(|r| r.state).collect();
-    let reasons: Vec<Option<&str>> = rows.iter().map(|r| r.stop_reason).collect();
+    let states: Vec<&str> = rows.iter().map(|r| r.next.state().as_str()).collect();
+    let reasons: Vec<Option<&str>> = rows
+        .iter()
+        .map(|r| r.next.stop_reason().map(StopReason::as_str))
+        .collect();
     let refs: Vec<Option<&str>> = rows.iter().map(|r| r.readback_ref.as_deref()).collect();
     let codes: Vec<Option<&str>> = rows.iter().map(|r| r.error_code.as_deref()).collect();
-    let delays: Vec<i64> = rows.iter().map(|r| r.delay_ms).collect();
-    let refunds: Vec<i32> = rows.iter().map(|r| r.refund).collect();
+    let (delays, refunds): (Vec<i64>, Vec<i32>) = rows
+        .iter()
+        .map(|r| match r.next {
+            Next::Again { delay_ms, refund } => (delay_ms, refund),
+            Next::Ended(_) => (0, 0),
+        })
+        .unzip();
     let clears: Vec<bool> = rows.iter().map(|r| r.clear_fence).collect();
     sqlx::query_scalar(include_str!("../../sql/outbox/complete.sql"))
         .bind(ids)

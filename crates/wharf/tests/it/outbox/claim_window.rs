@@ -14,8 +14,8 @@ use std::time::Duration as StdDuration;
 use chrono::{DateTime, Duration, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use wharf::outbox::{ActionRequest, ActionState, Executor};
-use wharf::testing::outbox::{self as store, ClaimedRow, CompletionRow};
+use wharf::outbox::{ActionRequest, ActionState, Executor, StopReason};
+use wharf::testing::outbox::{self as store, ClaimedRow, CompletionRow, Next};
 use wharf_testkit::TestDb;
 
 use super::support::*;
@@ -65,17 +65,22 @@ async fn hint(pool: &sqlx::PgPool, id: i64) -> bool {
         .unwrap()
 }
 
-fn finished(row: &ClaimedRow, state: &'static str) -> CompletionRow {
+/// Ends an attempt as done.
+const DONE: Next = Next::Ended(StopReason::Done);
+/// Makes the action wait again. The attempt is given back (as a deferral does), so no test runs
+/// out of them.
+const AGAIN: Next = Next::Again {
+    delay_ms: 0,
+    refund: 1,
+};
+
+fn finished(row: &ClaimedRow, next: Next) -> CompletionRow {
     CompletionRow {
         id: row.id,
         epoch: row.epoch,
-        state,
-        stop_reason: (state == "DONE").then_some("DONE"),
+        next,
         readback_ref: None,
         error_code: None,
-        delay_ms: 0,
-        // A retry here gives its attempt back (as a deferral does), so no test runs out of them.
-        refund: i32::from(state == "ADMITTED"),
         clear_fence: false,
     }
 }
@@ -163,7 +168,7 @@ async fn busy_lanes_do_not_starve_idle_ones() {
     assert_eq!(view(&db.pool, late).await.state, ActionState::Done);
 
     // The slow actions end: every busy lane's next action has its hint back and runs.
-    let done: Vec<CompletionRow> = running.iter().map(|r| finished(r, "DONE")).collect();
+    let done: Vec<CompletionRow> = running.iter().map(|r| finished(r, DONE)).collect();
     assert_eq!(
         store::complete(&db.pool, &done, None).await.unwrap().len(),
         running.len()
@@ -251,13 +256,13 @@ async fn every_way_out_of_executing_gives_the_lane_its_hint_back() {
     assert!(stranded(&db.pool).await.is_empty());
 
     // Completion to an end.
-    store::complete(&db.pool, &[finished(&head("done"), "DONE")], None)
+    store::complete(&db.pool, &[finished(&head("done"), DONE)], None)
         .await
         .unwrap();
     assert!(hint(&db.pool, next["done"]).await);
     // Completion back to ADMITTED (a retry): the head is first again and carries the hint;
     // the next one rightly stays behind it.
-    store::complete(&db.pool, &[finished(&head("retry"), "ADMITTED")], None)
+    store::complete(&db.pool, &[finished(&head("retry"), AGAIN)], None)
         .await
         .unwrap();
     assert!(hint(&db.pool, head("retry").id).await);
@@ -328,7 +333,7 @@ async fn a_backlogged_lane_gets_one_promotion_per_action_and_none_at_a_claim() {
     // b waits behind the running a, c behind the unstarted b.
     assert_eq!(store::demote(&db.pool, 1000, None).await.unwrap(), 2);
     assert_eq!(hints().await, [true, false, false]);
-    store::complete(&db.pool, &[finished(&a, "DONE")], None)
+    store::complete(&db.pool, &[finished(&a, DONE)], None)
         .await
         .unwrap();
     assert_eq!(hints().await, [true, true, false]);
@@ -338,7 +343,7 @@ async fn a_backlogged_lane_gets_one_promotion_per_action_and_none_at_a_claim() {
     assert_eq!(hints().await, [true, true, false]);
     assert!(stranded(&db.pool).await.is_empty());
     assert_eq!(store::demote(&db.pool, 1000, None).await.unwrap(), 0);
-    store::complete(&db.pool, &[finished(&b, "DONE")], None)
+    store::complete(&db.pool, &[finished(&b, DONE)], None)
         .await
         .unwrap();
     assert_eq!(hints().await, [true, true, true]);
@@ -396,7 +401,7 @@ async fn a_completion_that_comes_after_the_demotion_waits_for_it_and_restores_th
     // still on, and the demotion would then strand the lane.
     let pool = db.pool.clone();
     let completion = tokio::spawn(async move {
-        store::complete(&pool, &[finished(&head, "DONE")], None)
+        store::complete(&pool, &[finished(&head, DONE)], None)
             .await
             .unwrap()
     });
@@ -418,7 +423,7 @@ async fn a_demotion_passes_over_a_busy_lane_whose_completion_is_in_flight() {
     let (head, next) = one_busy_lane(&db.pool, &registry, None).await;
     // The completion has updated the head (its trigger found the hint on) and not committed.
     let mut completion = db.pool.begin().await.unwrap();
-    let done = [finished(&head, "DONE")];
+    let done = [finished(&head, DONE)];
     assert_eq!(
         store::complete(&mut *completion, &done, None)
             .await
@@ -522,8 +527,8 @@ async fn worker(pool: sqlx::PgPool, seed: u64, rounds_max: u32) {
         let mut keep = Vec::new();
         for row in held.drain(..) {
             match rng.gen_range(0..10) {
-                0..=3 => ends.push(finished(&row, "DONE")),
-                4 => ends.push(finished(&row, "ADMITTED")),
+                0..=3 => ends.push(finished(&row, DONE)),
+                4 => ends.push(finished(&row, AGAIN)),
                 5 => releases.push(row),
                 _ => keep.push(row),
             }

@@ -2,7 +2,7 @@
 
 use chrono::{Duration, Utc};
 use wharf::outbox::{ActionState, StopReason};
-use wharf::testing::outbox::{self as store, CompletionRow};
+use wharf::testing::outbox::{self as store, CompletionRow, Next};
 use wharf_testkit::TestDb;
 
 use super::support::*;
@@ -11,12 +11,9 @@ fn done_row(id: i64, epoch: i64) -> CompletionRow {
     CompletionRow {
         id,
         epoch,
-        state: "DONE",
-        stop_reason: Some("DONE"),
+        next: Next::Ended(StopReason::Done),
         readback_ref: Some("stale".into()),
         error_code: None,
-        delay_ms: 0,
-        refund: 0,
         clear_fence: false,
     }
 }
