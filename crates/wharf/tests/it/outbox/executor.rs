@@ -589,3 +589,20 @@ async fn an_attempt_says_when_its_action_was_enqueued() {
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert!(seen.iter().all(|s| s.enqueued_at == created), "{seen:?}");
 }
+
+/// A test clock decides the fences too, through the same batcher as `run` (`fences.rs`): an
+/// attempt claimed an hour in the past holds a lease that the database's clock says ended long
+/// ago, and on the test clock it still has all of it, so it passes its fence and runs.
+#[tokio::test]
+async fn fences_under_a_test_clock_are_decided_on_that_clock() {
+    let db = TestDb::new().await;
+    let (registry, fake, ..) = registry();
+    let hour_ago = Utc::now() - chrono::Duration::hours(1);
+    let mut past = req("lane", "k");
+    past.run_at = Some(hour_ago - chrono::Duration::minutes(1));
+    let id = enqueue(&db.pool, &registry, past).await;
+    let ex = executor(&db.pool, &registry);
+    assert_eq!(ex.run_once_at(Some(hour_ago)).await.unwrap(), 1);
+    assert_eq!(fake.seen().len(), 1);
+    assert_eq!(view(&db.pool, id).await.state, ActionState::Done);
+}
