@@ -182,10 +182,7 @@ mod tests {
     fn check(claim: Claim, ran: Ran, fence: FenceStage, expected: Row) {
         let backoff = Backoff::default();
         let got = decide(claim, &ran, fence, false, &backoff, 0.0).map(|r| {
-            let (delay_ms, refund) = match r.next {
-                Next::Again { delay_ms, refund } => (delay_ms, refund),
-                Next::Ended(_) => (0, 0),
-            };
+            let (delay_ms, refund) = r.next.delay_and_refund();
             let reason = r.next.stop_reason().map(StopReason::as_str);
             (
                 r.next.state().as_str(),

@@ -71,9 +71,9 @@ impl Fences {
         Fences { tx }
     }
 
-    /// Asks the fence of (id, epoch) on the clock `now` (`None`: the database's). `None` means the batcher is gone and the fence was not
-    /// asked (the caller asks the database itself); a reply lost after the ask was sent is an
-    /// error, because the statement may have run.
+    /// Asks the fence of (id, epoch) on the clock `now` (`None`: the database's). `None` means
+    /// the batcher is gone and the fence was not asked (the caller asks the database itself); a
+    /// reply lost after the ask was sent is an error, because the statement may have run.
     pub(crate) async fn ask(
         &self,
         id: i64,

@@ -495,6 +495,13 @@ impl Next {
             Next::Ended(reason) => Some(reason),
         }
     }
+    /// The delay before the next attempt and the attempts given back: both 0 when it ends.
+    pub fn delay_and_refund(self) -> (i64, i32) {
+        match self {
+            Next::Again { delay_ms, refund } => (delay_ms, refund),
+            Next::Ended(_) => (0, 0),
+        }
+    }
 }
 
 /// Records many results in one statement (`complete.sql`). Returns the ids that were recorded;
@@ -513,13 +520,8 @@ pub async fn complete<'c>(
         .collect();
     let refs: Vec<Option<&str>> = rows.iter().map(|r| r.readback_ref.as_deref()).collect();
     let codes: Vec<Option<&str>> = rows.iter().map(|r| r.error_code.as_deref()).collect();
-    let (delays, refunds): (Vec<i64>, Vec<i32>) = rows
-        .iter()
-        .map(|r| match r.next {
-            Next::Again { delay_ms, refund } => (delay_ms, refund),
-            Next::Ended(_) => (0, 0),
-        })
-        .unzip();
+    let (delays, refunds): (Vec<i64>, Vec<i32>) =
+        rows.iter().map(|r| r.next.delay_and_refund()).unzip();
     let clears: Vec<bool> = rows.iter().map(|r| r.clear_fence).collect();
     sqlx::query_scalar(include_str!("../../sql/outbox/complete.sql"))
         .bind(ids)
