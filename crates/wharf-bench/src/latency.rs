@@ -376,6 +376,11 @@ fn numbers(rows: &[&Value], path: &[&str]) -> Vec<f64> {
         .collect()
 }
 
+/// How many of `values` (one per run) are at most `bound`.
+fn runs_within(values: &[f64], bound: f64) -> usize {
+    values.iter().filter(|v| **v <= bound).count()
+}
+
 fn summary(args: &LatencyArgs, rows: &[Value], machine: &Machine) -> Value {
     let mut settings = Vec::new();
     for &notify in &args.notify {
@@ -407,6 +412,10 @@ fn summary(args: &LatencyArgs, rows: &[Value], machine: &Machine) -> Value {
                 "ratio_start_commit_p50": m(&["ratio_start_commit_p50"]),
                 "goal_p50_met": p50.map(|p| p <= GOAL_P50_MS),
                 "goal_p99_met": p99.map(|p| p <= GOAL_P99_MS),
+                // The hot-path issue asks for the goals in every one of five consecutive runs
+                // (no collapse): a median hides a run that collapsed.
+                "runs_p50_met": runs_within(&numbers(&these, &["start_ms", "p50"]), GOAL_P50_MS),
+                "runs_p99_met": runs_within(&numbers(&these, &["start_ms", "p99"]), GOAL_P99_MS),
             })
         })
         .collect();
@@ -516,10 +525,32 @@ fn print(args: &LatencyArgs, rows: &[Value], summary: &Value, machine: &Machine)
             None => "-",
         };
         println!(
-            "notify {}: p50 ≤ {GOAL_P50_MS} ms {} , p99 ≤ {GOAL_P99_MS} ms {}",
+            "notify {}: p50 ≤ {GOAL_P50_MS} ms {} , p99 ≤ {GOAL_P99_MS} ms {} (medians); runs within: p50 {} of {}, p99 {} of {}",
             on(&s["notify"]),
             verdict(&s["goal_p50_met"]),
             verdict(&s["goal_p99_met"]),
+            s["runs_p50_met"],
+            s["runs"],
+            s["runs_p99_met"],
+            s["runs"],
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_within_counts_each_run_at_its_bound() {
+        // Five 30 s runs at 500/s on 2026-12-05: the median run passes both goals, while
+        // the p99 of two runs collapsed past a second.
+        let p50 = [0.47, 0.47, 0.44, 5.23, 4.68];
+        let p99 = [2.06, 1.68, 0.95, 1710.54, 1247.29];
+        assert_eq!(runs_within(&p50, GOAL_P50_MS), 4);
+        assert_eq!(runs_within(&p99, GOAL_P99_MS), 3);
+        assert_eq!(runs_within(&[GOAL_P50_MS], GOAL_P50_MS), 1);
+        assert_eq!(runs_within(&[GOAL_P50_MS + 0.01], GOAL_P50_MS), 0);
+        assert_eq!(runs_within(&[], GOAL_P99_MS), 0);
     }
 }
