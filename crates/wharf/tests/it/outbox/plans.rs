@@ -204,3 +204,48 @@ async fn the_claims_generic_plan_made_on_an_empty_table_keeps_the_shape_of_its_t
     let (bare, _) = claim_plans_made_empty(&[("plan_cache_mode", "force_generic_plan")]).await;
     assert!(bare.contains("Seq Scan"), "{bare}");
 }
+
+/// The claim's generic plan made on an empty table whose statistics are left from a backlog of
+/// long lanes: 20,000 rows in 200 lanes analyzed, then TRUNCATEd (a bench's clean, an operator
+/// emptying the queue); the statistics stay while the table is empty. Seen on 2026-12-05: the
+/// probe for an earlier unstarted action of the lane then walked the primary key below the head
+/// (`id < h.id`, lane and state as filters, 6,748 rows a probe and growing), because with the
+/// lane fixed by equality its ORDER BY reduces to `id`, which the primary key also gives; claims
+/// took 300 ms and start latency at 2,000/s reached 30 s.
+#[tokio::test]
+async fn the_claims_generic_plan_made_empty_after_long_lanes_still_probes_the_lane_index() {
+    let db = TestDb::new().await;
+    sqlx::query(
+        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
+                                   at_most_once, instance_level, state, max_attempts, payload,
+                                   run_at)
+         SELECT 'k', 't', 'lane-' || (g % 200), 'key-' || g, sha256(g::text::bytea), false,
+                false, 'ADMITTED', 3, '{}', now() - interval '1 second'
+           FROM generate_series(1, 20000) g",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    for statement in ["ANALYZE wharf.action", "TRUNCATE wharf.action"] {
+        sqlx::query(statement).execute(&db.pool).await.unwrap();
+    }
+    let mut conn = db.pool.acquire().await.unwrap();
+    for (name, value) in wharf::testing::outbox::CLAIM_SESSION_OPTIONS {
+        sqlx::query("SELECT set_config($1, $2, false)")
+            .bind(name)
+            .bind(value)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
+    sqlx::query(PREPARE_CLAIM)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    admit_20000(&db.pool).await;
+    let plan: serde_json::Value = sqlx::query_scalar(EXPLAIN_CLAIM)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_claim_shape("claim, planned empty after long lanes", &plan.to_string());
+}
