@@ -558,22 +558,25 @@ pub(crate) async fn clean(pool: &PgPool, shared: bool, keep_backlog: bool) -> an
     if !shared && !keep_backlog {
         sqlx::query("TRUNCATE wharf.action").execute(pool).await?;
     } else {
-        // Ended rows through the ended-at index, then anything else that is not backlog.
+        // Ended rows through the ended-at index, then anything else that is not kept
+        // backlog. Without `keep_backlog` the backlog goes too, as the sweep asks at its end;
+        // a shared database used to keep it whatever was asked, leaving a due backlog of the
+        // bench's own kind in front of the next command's actions.
         for statement in [
             "DELETE FROM wharf.action WHERE id IN (SELECT id FROM wharf.action
               WHERE ended_at IS NOT NULL AND kind LIKE 'bench.%' LIMIT $1)",
             "DELETE FROM wharf.action WHERE id IN (SELECT id FROM wharf.action
               WHERE ended_at IS NULL AND kind LIKE 'bench.%'
-                AND NOT (idempotency_key LIKE 'bench:backlog:%' AND state = 'ADMITTED')
+                AND NOT ($2 AND idempotency_key LIKE 'bench:backlog:%' AND state = 'ADMITTED')
               LIMIT $1)",
         ] {
             // Bounded: a table of 100 M rows is 10 000 batches.
             for _ in 0..10_000 {
-                let deleted = sqlx::query(statement)
-                    .bind(CLEAN_BATCH)
-                    .execute(pool)
-                    .await?
-                    .rows_affected();
+                let mut query = sqlx::query(statement).bind(CLEAN_BATCH);
+                if statement.contains("$2") {
+                    query = query.bind(keep_backlog);
+                }
+                let deleted = query.execute(pool).await?.rows_affected();
                 if deleted < CLEAN_BATCH as u64 {
                     break;
                 }
