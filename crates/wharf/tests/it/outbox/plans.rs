@@ -121,12 +121,8 @@ const PREPARE_CLAIM: &str = concat!(
 const EXPLAIN_CLAIM: &str = "EXPLAIN (FORMAT JSON) EXECUTE claim_generic \
      (100, 30000, NULL, ARRAY['k'], 1000, ARRAY['k'])";
 
-/// The claim's generic plan on a connection with `options` set, prepared while the table is
-/// empty and analyzed as such (a fresh install, a drained queue), explained then and again once
-/// 20,000 due rows have arrived (no ANALYZE in between, so the plan is the one made empty).
-async fn claim_plans_made_empty(options: &[(&str, &str)]) -> (String, String) {
-    let db = TestDb::new().await;
-    let mut conn = db.pool.acquire().await.unwrap();
+/// Sets `options` for the session of `conn`, as the claim pool's connections have them.
+async fn set_session(conn: &mut sqlx::PgConnection, options: &[(&str, &str)]) {
     for (name, value) in options {
         sqlx::query("SELECT set_config($1, $2, false)")
             .bind(name)
@@ -135,6 +131,15 @@ async fn claim_plans_made_empty(options: &[(&str, &str)]) -> (String, String) {
             .await
             .unwrap();
     }
+}
+
+/// The claim's generic plan on a connection with `options` set, prepared while the table is
+/// empty and analyzed as such (a fresh install, a drained queue), explained then and again once
+/// 20,000 due rows have arrived (no ANALYZE in between, so the plan is the one made empty).
+async fn claim_plans_made_empty(options: &[(&str, &str)]) -> (String, String) {
+    let db = TestDb::new().await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    set_session(&mut conn, options).await;
     sqlx::query("ANALYZE wharf.action")
         .execute(&mut *conn)
         .await
@@ -230,14 +235,7 @@ async fn the_claims_generic_plan_made_empty_after_long_lanes_still_probes_the_la
         sqlx::query(statement).execute(&db.pool).await.unwrap();
     }
     let mut conn = db.pool.acquire().await.unwrap();
-    for (name, value) in wharf::testing::outbox::CLAIM_SESSION_OPTIONS {
-        sqlx::query("SELECT set_config($1, $2, false)")
-            .bind(name)
-            .bind(value)
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-    }
+    set_session(&mut conn, &wharf::testing::outbox::CLAIM_SESSION_OPTIONS).await;
     sqlx::query(PREPARE_CLAIM)
         .execute(&mut *conn)
         .await
