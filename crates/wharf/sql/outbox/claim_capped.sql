@@ -64,9 +64,12 @@ heads AS (
       FROM candidates c
      WHERE (SELECT 1 FROM wharf.action e
              WHERE e.lane_key = c.lane_key AND e.state = 'EXECUTING' LIMIT 1) IS NULL
+       -- The lane named by a row comparison, as in claim.sql: with `p.lane_key = c.lane_key`
+       -- a generic plan may walk the primary key below the head instead of the lane index.
        AND (SELECT 1 FROM wharf.action p
-             WHERE p.lane_key = c.lane_key AND p.state IN ('PROPOSED', 'ADMITTED')
-               AND p.id < c.id LIMIT 1) IS NULL
+             WHERE (p.lane_key, p.id) < (c.lane_key, c.id) AND p.lane_key >= c.lane_key
+               AND p.state IN ('PROPOSED', 'ADMITTED')
+             ORDER BY p.lane_key DESC, p.id DESC LIMIT 1) IS NULL
 ),
 -- Each tenant's oldest heads up to its cap, then the oldest $1 of those.
 capped AS (

@@ -82,12 +82,20 @@ scanned AS MATERIALIZED (
      ORDER BY a.run_at, a.id
      LIMIT $1
 ),
--- The lane's first unstarted action before the row, if any.
+-- The lane's first unstarted action before the row, if any. The lane is bounded by `>=` and
+-- `<=`, not named by `=`, and the row by a row comparison: with the lane fixed by equality the
+-- planner reduces `ORDER BY lane_key, id` to `id`, which the primary key gives too, and a
+-- generic plan (this runs on the statement pool, where PostgreSQL may switch to one after five
+-- runs) made on an emptied table with statistics of long lanes walked the primary key below
+-- each row (claim.sql, 2026-12-05). Written this way only ix_action_lane_pending gives the
+-- order: read forward from the lane's start, the first entry is the answer.
 pending AS MATERIALIZED (
     SELECT c.id, c.lane_key,
            (SELECT p.id FROM wharf.action p
-             WHERE p.lane_key = c.lane_key AND p.state IN ('PROPOSED', 'ADMITTED') AND p.id < c.id
-             ORDER BY p.id LIMIT 1) AS blocker
+             WHERE p.lane_key >= c.lane_key AND p.lane_key <= c.lane_key
+               AND (p.lane_key, p.id) < (c.lane_key, c.id)
+               AND p.state IN ('PROPOSED', 'ADMITTED')
+             ORDER BY p.lane_key, p.id LIMIT 1) AS blocker
       FROM scanned c
 ),
 -- Else the lane's EXECUTING action (coalesce probes it only for rows without the first kind).

@@ -211,32 +211,24 @@ async fn the_claims_generic_plan_made_on_an_empty_table_keeps_the_shape_of_its_t
 }
 
 /// The claim's generic plan made on an empty table whose statistics are left from a backlog of
-/// long lanes: 20,000 rows in 200 lanes analyzed, then TRUNCATEd (a bench's clean, an operator
-/// emptying the queue); the statistics stay while the table is empty. Seen on 2026-12-05: the
-/// probe for an earlier unstarted action of the lane then walked the primary key below the head
-/// (`id < h.id`, lane and state as filters, 6,748 rows a probe and growing), because with the
-/// lane fixed by equality its ORDER BY reduces to `id`, which the primary key also gives; claims
-/// took 300 ms and start latency at 2,000/s reached 30 s.
+/// long lanes (`long_lane_statistics_left_on_an_empty_table`), explained again once 20,000 due
+/// rows have arrived. Seen on 2026-12-05: the probe for an earlier unstarted action of the lane
+/// then walked the primary key below the head (`id < h.id`, lane and state as filters, 6,748
+/// rows a probe and growing), because with the lane fixed by equality its ORDER BY reduces to
+/// `id`, which the primary key also gives; claims took 300 ms and start latency at 2,000/s
+/// reached 30 s. With `p.lane_key = h.lane_key` in the probe (before `9afd09e`) this test fails.
 #[tokio::test]
 async fn the_claims_generic_plan_made_empty_after_long_lanes_still_probes_the_lane_index() {
     let db = TestDb::new().await;
-    sqlx::query(
-        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
-                                   at_most_once, instance_level, state, max_attempts, payload,
-                                   run_at)
-         SELECT 'k', 't', 'lane-' || (g % 200), 'key-' || g, sha256(g::text::bytea), false,
-                false, 'ADMITTED', 3, '{}', now() - interval '1 second'
-           FROM generate_series(1, 20000) g",
-    )
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    for statement in ["ANALYZE wharf.action", "TRUNCATE wharf.action"] {
-        sqlx::query(statement).execute(&db.pool).await.unwrap();
-    }
+    long_lane_statistics_left_on_an_empty_table(&db.pool).await;
     let mut conn = db.pool.acquire().await.unwrap();
     set_session(&mut conn, &wharf::testing::outbox::CLAIM_SESSION_OPTIONS).await;
     sqlx::query(PREPARE_CLAIM)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    // The generic plan is made at the first run, on the empty table.
+    sqlx::query(EXPLAIN_CLAIM)
         .execute(&mut *conn)
         .await
         .unwrap();
@@ -246,4 +238,107 @@ async fn the_claims_generic_plan_made_empty_after_long_lanes_still_probes_the_la
         .await
         .unwrap();
     assert_claim_shape("claim, planned empty after long lanes", &plan.to_string());
+}
+
+/// 20,000 ADMITTED actions in 20 lanes, analyzed, then TRUNCATEd: the table is empty and its
+/// statistics say its lanes are long (a bench's clean, an operator emptying the queue). With
+/// 200 lanes of 100 the planner kept the lane index for every probe whatever the text; with 20
+/// of 1,000 it took the primary key for each probe that named its lane by equality.
+async fn long_lane_statistics_left_on_an_empty_table(pool: &sqlx::PgPool) {
+    sqlx::query(
+        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
+                                   at_most_once, instance_level, state, max_attempts, payload,
+                                   run_at)
+         SELECT 'k', 't', 'lane-' || (g % 20), 'key-' || g, sha256(g::text::bytea), false,
+                false, 'ADMITTED', 3, '{}', now() - interval '1 second'
+           FROM generate_series(1, 20000) g",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    for statement in ["ANALYZE wharf.action", "TRUNCATE wharf.action"] {
+        sqlx::query(statement).execute(pool).await.unwrap();
+    }
+}
+
+/// No scan of the primary key in `node` and below walks it by a range of ids: the primary key
+/// may find a row by id (`id = …`, `id = ANY (…)`), never stand in for a lane probe.
+fn assert_no_primary_key_range(name: &str, node: &serde_json::Value, whole: &str) {
+    if node.get("Index Name").and_then(|i| i.as_str()) == Some("action_pkey") {
+        let cond = node
+            .get("Index Cond")
+            .map(|c| c.to_string())
+            .unwrap_or_default();
+        assert!(
+            !cond.contains('<') && !cond.contains('>'),
+            "{name} probes a lane by a range of the primary key ({cond}): {whole}"
+        );
+    }
+    for child in node
+        .get("Plans")
+        .and_then(|p| p.as_array())
+        .into_iter()
+        .flatten()
+    {
+        assert_no_primary_key_range(name, child, whole);
+    }
+}
+
+/// The demotion and the capped claim run on the executor's statement pool, where PostgreSQL
+/// may switch a prepared statement to its generic plan after five runs. Made generic on an
+/// emptied table with statistics left from long lanes (the case that made `claim.sql` walk the
+/// primary key below each head), their probes for an earlier unstarted action of the lane must
+/// still read the lane index once the table has grown, whatever the planner thought of the
+/// primary key. With the probes' lanes named by equality (before this test) both fail.
+#[tokio::test]
+async fn the_demotion_and_the_capped_claim_probe_lanes_by_the_lane_index_when_generic() {
+    let db = TestDb::new().await;
+    long_lane_statistics_left_on_an_empty_table(&db.pool).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    set_session(
+        &mut conn,
+        &[("plan_cache_mode", "force_generic_plan"), ("jit", "off")],
+    )
+    .await;
+    let statements = [
+        (
+            "demotion",
+            concat!(
+                "PREPARE demotion (integer, timestamptz) AS ",
+                include_str!("../../../sql/outbox/demote.sql")
+            ),
+            "EXECUTE demotion (1000, NULL)",
+            "EXPLAIN (FORMAT JSON) EXECUTE demotion (1000, NULL)",
+        ),
+        (
+            "capped claim",
+            concat!(
+                "PREPARE capped (integer, bigint, timestamptz, text[], integer, text[], text[], \
+                 integer[], text[]) AS ",
+                include_str!("../../../sql/outbox/claim_capped.sql")
+            ),
+            "EXECUTE capped (100, 30000, NULL, ARRAY['k'], 1000, ARRAY['k'], ARRAY['t'], \
+             ARRAY[5], ARRAY['k'])",
+            "EXPLAIN (FORMAT JSON) EXECUTE capped (100, 30000, NULL, ARRAY['k'], 1000, \
+             ARRAY['k'], ARRAY['t'], ARRAY[5], ARRAY['k'])",
+        ),
+    ];
+    // Each generic plan is made at its first run, on the empty table.
+    for (_, prepare, execute, _) in statements {
+        sqlx::query(prepare).execute(&mut *conn).await.unwrap();
+        sqlx::query(execute).execute(&mut *conn).await.unwrap();
+    }
+    admit_20000(&db.pool).await;
+    for (name, _, _, explain) in statements {
+        let plan: serde_json::Value = sqlx::query_scalar(explain)
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        let whole = plan.to_string();
+        assert!(
+            whole.contains("ix_action_lane_pending"),
+            "{name} does not probe the lane index: {whole}"
+        );
+        assert_no_primary_key_range(name, &plan[0]["Plan"], &whole);
+    }
 }
