@@ -144,7 +144,27 @@ run backlog-lanes "$wharf" bench outbox --n "$n" --backlog "$backlogs" --backlog
 # Enqueue→start at 500/s and 2,000/s with wake-ups on, five consecutive runs each (no collapse).
 run latency-500 "$wharf" bench latency --rate 500 --seconds "$lsec" --runs "$lat_runs" --notify on,off --json
 run latency-2000 "$wharf" bench latency --rate 2000 --seconds "$lsec" --runs "$lat_runs" --notify on --json
-run inbox "$wharf" bench inbox --envelopes "$envelopes" --streams 16 --batch 1,100 --connections 8 \
-    --runs "$lruns" --json
+# The inbox-speed issue's shapes, each against its same-run ceiling: single envelopes from 64
+# producers on 64 streams (pgbench insert commits), batches of 100 (Ed25519 verifies per core),
+# one producer on one stream, and RSS across 1,000 and 100,000 streams. With --baseline, the
+# first three alternate with the baseline binary on a database of its own, as the drain above.
+inbox_shapes=(
+    "singles-64x64|--envelopes $((envelopes * 4 / 5)) --streams 64 --connections 64 --batch 1 --baseline-seconds $((csec / 3 + 1))"
+    "batch-100|--envelopes $((envelopes * 2 / 5)) --streams 8 --connections 8 --batch 100 --baseline-seconds $((csec / 3 + 1))"
+    "one-stream|--envelopes $((envelopes / 10)) --streams 1 --connections 1 --batch 1 --baseline-seconds 0"
+)
+for shape in "${inbox_shapes[@]}"; do
+    name="${shape%%|*}"
+    read -r -a args <<<"${shape#*|}"
+    if [[ -n "$baseline" ]]; then
+        run "inbox-$name-before" env DATABASE_URL="$base_url" "$baseline" bench inbox "${args[@]}" \
+            --runs "$lruns" --json
+    fi
+    run "inbox-$name" "$wharf" bench inbox "${args[@]}" --runs "$lruns" --json
+done
+for streams in 1000 100000; do
+    run "inbox-rss-streams-$streams" "$wharf" bench inbox --envelopes $((envelopes * 2 > streams ? envelopes * 2 : streams)) \
+        --streams "$streams" --connections 64 --batch 1 --baseline-seconds 0 --runs "$lruns" --json
+done
 say "done: $out"
 uptime >>"$out/machine.txt"

@@ -3,7 +3,7 @@
 // is copied from the figures, never typed from memory.
 //
 // Usage: node bench/summarize.mjs bench/results/<run>   (Markdown on stdout)
-import { readFileSync, existsSync } from "node:fs";
+import { readFileSync, existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 
 const dir = process.argv[2];
@@ -222,30 +222,33 @@ for (const name of ["latency-200.out", "latency-500.out", "latency-1500.out"]) {
     );
 }
 
-// Inbox.
-const inbox = last("inbox.out");
-if (inbox) {
-    p(`### Inbox: ${inbox.envelopes} signed envelopes per endpoint per run over ${inbox.transport.toUpperCase()}, ${inbox.streams} streams, ${inbox.connections} connections, ${inbox.runs} runs`);
+// Inbox: the inbox-speed issue's shapes (inbox-<shape>[-before].out, all.sh since 2026-12-05), or
+// the one mixed run of earlier sittings (inbox.out).
+const inboxNames = existsSync(join(dir, "inbox.out"))
+    ? ["inbox.out"]
+    : readdirSync(dir).filter((n) => n.startsWith("inbox-") && n.endsWith(".out")).sort();
+const inboxRuns = inboxNames.map((n) => [n.replace(/\.out$/, ""), last(n)]).filter(([, s]) => s);
+if (inboxRuns.length) {
+    p("### Inbox: the inbox-speed issue's shapes, each against its same-run ceiling");
     p();
+    const rows = [];
+    for (const [name, s] of inboxRuns) {
+        for (const b of s.by_batch) {
+            rows.push([
+                name,
+                `${s.streams} / ${s.connections} / ${b.batch}`,
+                s.runs,
+                `${f(b.envelopes_per_second.median)} [${f(b.envelopes_per_second.min)}–${f(b.envelopes_per_second.max)}]`,
+                `${f(b.request_ms.p50, 2)} / ${f(b.request_ms.p99, 2)}`,
+                b.batch === 1 ? f(s.ratio_single_insert, 2) : f(s.ratio_batch_cpu_floor, 2),
+                f(b.rss_growth_mib, 1),
+                (s.goals ?? []).map((g) => `${g.goal}: ${g.met ? "met" : "**not met**"} (${g.measured})`).join("; ") || "–",
+            ]);
+        }
+    }
     table(
-        ["endpoint", "envelopes/request", "verified envelopes/s median [min–max]", "request p50 / p99 ms", "signed/s (producer, untimed)"],
-        inbox.by_batch.map((b) => [
-            b.endpoint,
-            b.batch,
-            `${f(b.envelopes_per_second.median)} [${f(b.envelopes_per_second.min)}–${f(b.envelopes_per_second.max)}]`,
-            `${f(b.request_ms.p50, 2)} / ${f(b.request_ms.p99, 2)}`,
-            f(b.sign_per_second),
-        ]),
-    );
-    const bl = inbox.baseline;
-    table(
-        ["ratio", "value", "baseline (same runs)"],
-        [
-            ["batch ÷ single", f(inbox.ratio_batch_single, 2), "–"],
-            ["single ÷ insert commits", f(inbox.ratio_single_insert, 3), `pgbench insert ${f(bl.insert_commits_per_second)} commits/s at ${inbox.connections} clients`],
-            ["batch ÷ (cores × verifies/s)", f(inbox.ratio_batch_cpu_floor, 2), `${f(bl.verify_per_second_one_core)} strict verifies/s on one core (canonical bytes included)`],
-            ["HTTP floor", "–", `GET /healthz ${f(bl.healthz_per_second)} req/s`],
-        ],
+        ["step", "streams / connections / envelopes a request", "runs", "envelopes/s median [min–max]", "request p50 / p99 ms", "÷ ceiling (singles: insert commits; batches: cores × verifies)", "RSS growth MiB", "goals judged by the run"],
+        rows,
     );
 }
 
