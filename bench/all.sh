@@ -124,12 +124,12 @@ run ceiling "$wharf" bench ceiling --clients 10,32 --seconds "$csec" --runs "$lr
 # pgbench ceiling of the minimal path with the same guarantees (claim_complete_batch: the claim is
 # the fence, as wharf runs a kind that is not at-most-once).
 perf='--local-queue-size 500 --complete-batch-delay 0'
-run compare-w24-perf "$here/compare.sh" --n "$n" --workers 24 --rounds "$rounds" \
+run compare-w24-perf "$here/compare.sh" --wharf "$wharf" --n "$n" --workers 24 --rounds "$rounds" \
     --ceiling-seconds "$csec" --ceiling-script claim_complete_batch --ceiling-batch 100 \
     --graphile-args "$perf" --out "$out/compare-w24-perf.jsonl"
-run compare-w10-defaults "$here/compare.sh" --n "$n" --workers 10 --rounds "$rounds" \
+run compare-w10-defaults "$here/compare.sh" --wharf "$wharf" --n "$n" --workers 10 --rounds "$rounds" \
     --ceiling-seconds 0 --out "$out/compare-w10-defaults.jsonl"
-run compare-w24-lanes1000 "$here/compare.sh" --n "$n" --workers 24 --rounds "$rounds" \
+run compare-w24-lanes1000 "$here/compare.sh" --wharf "$wharf" --n "$n" --workers 24 --rounds "$rounds" \
     --ceiling-seconds 0 --wharf-args "--lanes 1000" --graphile-args "--queues 1000 $perf" \
     --out "$out/compare-w24-lanes1000.jsonl"
 # Replicas: two executors (two pools) against one, the same total concurrency.
