@@ -160,22 +160,29 @@ async fn claim_plans_made_empty(options: &[(&str, &str)]) -> (String, String) {
     (empty.to_string(), grown.to_string())
 }
 
-/// Every index scan in `node` and below has an index condition: none walks its index whole.
-fn assert_no_index_walked_whole(name: &str, node: &serde_json::Value, whole: &str) {
-    if let Some(index) = node.get("Index Name") {
-        assert!(
-            node.get("Index Cond").is_some(),
-            "{name} walks {index} whole: {whole}"
-        );
-    }
+/// Calls `check` on `node` (a node of EXPLAIN's JSON plan) and on every node below it.
+fn each_plan_node(node: &serde_json::Value, check: &mut impl FnMut(&serde_json::Value)) {
+    check(node);
     for child in node
         .get("Plans")
         .and_then(|p| p.as_array())
         .into_iter()
         .flatten()
     {
-        assert_no_index_walked_whole(name, child, whole);
+        each_plan_node(child, check);
     }
+}
+
+/// Every index scan in `node` and below has an index condition: none walks its index whole.
+fn assert_no_index_walked_whole(name: &str, node: &serde_json::Value, whole: &str) {
+    each_plan_node(node, &mut |node| {
+        if let Some(index) = node.get("Index Name") {
+            assert!(
+                node.get("Index Cond").is_some(),
+                "{name} walks {index} whole: {whole}"
+            );
+        }
+    });
 }
 
 /// What the claim's plan must be, whatever the statistics: the lease index in lease order, the
@@ -264,24 +271,18 @@ async fn long_lane_statistics_left_on_an_empty_table(pool: &sqlx::PgPool) {
 /// No scan of the primary key in `node` and below walks it by a range of ids: the primary key
 /// may find a row by id (`id = …`, `id = ANY (…)`), never stand in for a lane probe.
 fn assert_no_primary_key_range(name: &str, node: &serde_json::Value, whole: &str) {
-    if node.get("Index Name").and_then(|i| i.as_str()) == Some("action_pkey") {
-        let cond = node
-            .get("Index Cond")
-            .map(|c| c.to_string())
-            .unwrap_or_default();
-        assert!(
-            !cond.contains('<') && !cond.contains('>'),
-            "{name} probes a lane by a range of the primary key ({cond}): {whole}"
-        );
-    }
-    for child in node
-        .get("Plans")
-        .and_then(|p| p.as_array())
-        .into_iter()
-        .flatten()
-    {
-        assert_no_primary_key_range(name, child, whole);
-    }
+    each_plan_node(node, &mut |node| {
+        if node.get("Index Name").and_then(|i| i.as_str()) == Some("action_pkey") {
+            let cond = node
+                .get("Index Cond")
+                .map(|c| c.to_string())
+                .unwrap_or_default();
+            assert!(
+                !cond.contains('<') && !cond.contains('>'),
+                "{name} probes a lane by a range of the primary key ({cond}): {whole}"
+            );
+        }
+    });
 }
 
 /// The demotion and the capped claim run on the executor's statement pool, where PostgreSQL
