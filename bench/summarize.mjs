@@ -20,6 +20,9 @@ const lines = (name) => {
         .map((l) => JSON.parse(l));
 };
 const last = (name) => lines(name).at(-1);
+// A wharf command's summary over its runs: its last line marked `summary`. A step still running
+// has none yet, and is left out of the tables.
+const summaryOf = (name) => lines(name).findLast((l) => l.summary);
 const f = (x, d = 0) => (x === null || x === undefined || Number.isNaN(x) ? "–" : Number(x).toFixed(d));
 const out = [];
 const p = (s = "") => out.push(s);
@@ -39,7 +42,7 @@ if (existsSync(join(dir, "machine.txt"))) {
 }
 
 // Ceiling.
-const ceiling = last("ceiling.out");
+const ceiling = summaryOf("ceiling.out");
 if (ceiling) {
     p(`### PostgreSQL ceiling (pgbench, ${ceiling.seconds} s × ${ceiling.runs} runs, median [min–max])`);
     p();
@@ -58,8 +61,8 @@ if (ceiling) {
 {
     const rounds = [];
     for (let r = 1; ; r++) {
-        const before = last(`before-after-${r}-before.out`);
-        const after = last(`before-after-${r}-after.out`);
+        const before = summaryOf(`before-after-${r}-before.out`);
+        const after = summaryOf(`before-after-${r}-after.out`);
         if (!before || !after) break;
         rounds.push([before, after]);
     }
@@ -137,7 +140,7 @@ for (const [name, title] of [
     ["outbox-executors-2.out", "wharf bench outbox --executors 2 (two pools, the same total concurrency)"],
 ]) {
     const runs = lines(name).filter((l) => !l.summary);
-    const s = last(name);
+    const s = summaryOf(name);
     if (!s) continue;
     p(`### ${title}: n=${s.n}, workers=${s.workers}, claim batch ${s.claim_batch}, completion batch ${s.completion_batch}`);
     p();
@@ -176,8 +179,8 @@ for (const [name, title] of [
     ["backlog.out", "one lane per row"],
     ["backlog-lanes.out", "100 000 lanes"],
 ]) {
-    const s = last(name);
-    if (!s?.backlogs) continue; // not finished: its last line is a run, not the sweep's summary
+    const s = summaryOf(name);
+    if (!s) continue;
     p(`### Claim cost against backlog, ${title} (due backlog, n=${s.n} drained off its front, ${s.runs / s.backlogs.length} runs per size, medians)`);
     p();
     const header = ["backlog", "drain jobs/s", "claim p50 / p99 ms", "claim p50 ÷ first", "actions/claim", "RSS before drain MiB", "RSS growth in drain MiB", "table MiB"];
@@ -207,8 +210,8 @@ for (const [name, title] of [
 
 // Latency.
 for (const name of ["latency-200.out", "latency-500.out", "latency-1500.out", "latency-2000.out"]) {
-    const s = last(name);
-    if (!s?.by_notify) continue; // not finished
+    const s = summaryOf(name);
+    if (!s) continue;
     const runs = lines(name).filter((l) => !l.summary);
     const alternate = s.by_notify.length > 1 ? "runs alternate wake-ups on/off" : `wake-ups ${s.by_notify[0]?.notify ? "on" : "off"}`;
     p(`### Enqueue→start latency at ${s.rate} actions/s offered (${s.seconds} s measured per run, ${alternate}, ms)`);
@@ -245,7 +248,7 @@ for (const name of ["latency-200.out", "latency-500.out", "latency-1500.out", "l
 const inboxNames = existsSync(join(dir, "inbox.out"))
     ? ["inbox.out"]
     : readdirSync(dir).filter((n) => n.startsWith("inbox-") && n.endsWith(".out")).sort();
-const inboxRuns = inboxNames.map((n) => [n.replace(/\.out$/, ""), last(n)]).filter(([, s]) => s?.by_batch); // finished ones
+const inboxRuns = inboxNames.map((n) => [n.replace(/\.out$/, ""), summaryOf(n)]).filter(([, s]) => s);
 if (inboxRuns.length) {
     p("### Inbox: the inbox-speed issue's shapes, each against its same-run ceiling");
     p();
