@@ -450,17 +450,24 @@ async fn restore_refuses_while_a_worker_uses_the_database() {
         .spawn()
         .unwrap();
     let log = Log::collect(worker.stderr.take().unwrap());
+    // Wait until the executor has connected: by then `wharf work` has finished starting up,
+    // and the one-off probe connection it opens first (also named "wharf work", see
+    // `attempt_open`) is closed, so the pids read here are the ones a restore finds. Reading a
+    // pid earlier once picked the probe, gone by the restore (a CI failure).
     let started = Instant::now();
-    let pid = loop {
-        let pid: Option<i32> = sqlx::query_scalar(
+    let pids = loop {
+        let pids: Vec<i32> = sqlx::query_scalar(
             "SELECT pid FROM pg_stat_activity
-              WHERE datname = current_database() AND application_name = 'wharf work' LIMIT 1",
+              WHERE datname = current_database() AND application_name = 'wharf work'
+                AND EXISTS (SELECT FROM pg_stat_activity
+                             WHERE datname = current_database()
+                               AND application_name = 'wharf executor')",
         )
-        .fetch_optional(&target.pool)
+        .fetch_all(&target.pool)
         .await
         .unwrap();
-        if let Some(pid) = pid {
-            break pid;
+        if !pids.is_empty() {
+            break pids;
         }
         assert!(
             started.elapsed() < Duration::from_millis(WORKER_CONNECT_MS_MAX),
@@ -478,8 +485,9 @@ async fn restore_refuses_while_a_worker_uses_the_database() {
     );
     assert!(out.contains("stop them first"), "{out}");
     assert!(
-        out.contains(&format!("backend pid {pid}: \"wharf work\"")),
-        "{out}"
+        pids.iter()
+            .any(|pid| out.contains(&format!("backend pid {pid}: \"wharf work\""))),
+        "none of wharf work's backends {pids:?} is named: {out}"
     );
     assert_eq!(
         tenants(&target).await,
