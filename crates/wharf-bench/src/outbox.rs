@@ -409,7 +409,7 @@ async fn sweep(bench: &Bench, machine: &mut Machine) -> anyhow::Result<()> {
             } else {
                 backlog + args.n
             };
-            top_up(bench, target).await?;
+            top_up(bench, target, &format!("{}:{backlog}:{run}", bench.tag)).await?;
             let mut enqueued = None;
             if args.backlog_not_due {
                 let tag = format!("{}:{backlog}:{run}", bench.tag);
@@ -668,8 +668,11 @@ async fn enqueue(
 }
 
 /// Tops the unstarted backlog (keys `bench:backlog:…`) up to `target` rows, due now or a year
-/// ahead, spread over `--backlog-lanes` lanes.
-async fn top_up(bench: &Bench, target: u64) -> anyhow::Result<()> {
+/// ahead, spread over `--backlog-lanes` lanes. `tag` names this top-up in the keys, and must
+/// not repeat within the database: the rows an earlier top-up left unstarted keep their keys.
+/// (A tag made of the count found collided whenever two drains left the same count: the third
+/// run of a size then found its keys taken by the second's tail and failed.)
+async fn top_up(bench: &Bench, target: u64, tag: &str) -> anyhow::Result<()> {
     let args = &bench.args;
     let have: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM wharf.action
@@ -688,7 +691,7 @@ async fn top_up(bench: &Bench, target: u64) -> anyhow::Result<()> {
         have,
         add * ROW_BYTES_ESTIMATE / (1024 * 1024)
     );
-    let tag = format!("{}:{have}", bench.tag);
+    let tag = tag.to_owned();
     let lanes = args.backlog_lanes;
     let run_at = args
         .backlog_not_due

@@ -206,6 +206,36 @@ async fn outbox_backlog_sweep_reports_each_size() {
 }
 
 #[tokio::test]
+async fn outbox_backlog_sweep_tops_up_again_and_again_with_new_keys() {
+    // Each run drains N off the front and tops the backlog up again. Drains that leave the
+    // same count once gave two top-ups the same keys, and the third run failed with "already
+    // existed" (seen with --runs 3 at 100,000 lanes).
+    let db = wharf_testkit::TestDb::new().await;
+    let lines = bench(
+        &[
+            "outbox",
+            "--n",
+            "20",
+            "--backlog",
+            "30",
+            "--backlog-lanes",
+            "7",
+            "--runs",
+            "4",
+            "--ceiling-seconds",
+            "0",
+            "--json",
+        ],
+        &db.url(),
+    );
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    for run in &lines[..4] {
+        assert!(run["drained"].as_u64().unwrap() >= 20, "{run}");
+    }
+    assert_eq!(lines[4]["backlogs"][0]["backlog"], 30);
+}
+
+#[tokio::test]
 async fn latency_starts_every_action_once() {
     let db = wharf_testkit::TestDb::new().await;
     let lines = bench(
