@@ -68,9 +68,10 @@ pub struct ExecutorConfig {
     /// Claim statements `run` keeps in flight at once while claims come back full (1..=4).
     /// Claims lock their rows where they find them (SKIP LOCKED), so two never take the same
     /// row, but two at once walk the same front of due rows: the second steps over the first's
-    /// (locked, or taken since its snapshot) before it finds its own. One at a time is the
-    /// default: on 2 cores it drained 9-11 % faster than two, with every claim full
-    /// (BENCHMARKS.md); more may pay where the server has cores to spare.
+    /// (locked, or taken since its snapshot) before it finds its own. A claim beside another
+    /// goes out only for a whole `claim_batch_max`. One at a time is the default: on 2 cores
+    /// two drained no faster (medians 17.1 k against 17.8 k jobs/s over five rounds, 24
+    /// workers, 2026-12-06; BENCHMARKS.md); more may pay where the server has cores to spare.
     pub claims_in_flight_max: u32,
     /// Let the claim's own commit be the fence of kinds that are not at-most-once (SPEC §2.3,
     /// "refinement for speed"): the claim records `write_started_at`, and `begin_write` answers

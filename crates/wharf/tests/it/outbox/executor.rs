@@ -478,6 +478,21 @@ impl Adapter for Recorder {
 
 #[tokio::test]
 async fn several_replicas_never_overlap_a_lane_and_keep_its_order() {
+    replicas_keep_every_lane(40, [1, 1, 1]).await;
+}
+
+/// The same with claims that come back full (300 lanes, so 300 heads at once for batches of
+/// 25): a second claim goes out while the first runs (`claims_in_flight_max` 2 and 4 on two
+/// of the replicas), and still no lane overlaps or runs out of order.
+#[tokio::test]
+async fn claims_in_flight_beside_each_other_keep_every_lane() {
+    replicas_keep_every_lane(300, [1, 2, 4]).await;
+}
+
+/// 3,000 actions over `lanes` lanes, drained by three replicas with these
+/// `claims_in_flight_max`: every action runs once, no two of a lane at once, each lane in id
+/// order.
+async fn replicas_keep_every_lane(lanes: usize, in_flight: [u32; 3]) {
     let db = TestDb::new().await;
     let recorder = Arc::new(Recorder {
         running: Mutex::new(HashMap::new()),
@@ -490,12 +505,11 @@ async fn several_replicas_never_overlap_a_lane_and_keep_its_order() {
     registry.set_notify(false);
     let registry = Arc::new(registry);
     const ACTIONS: usize = 3_000;
-    const LANES: usize = 40;
     let reqs: Vec<ActionRequest> = (0..ACTIONS)
         .map(|i| {
             ActionRequest::new(
                 KIND,
-                format!("lane-{}", i % LANES),
+                format!("lane-{}", i % lanes),
                 format!("k{i}"),
                 json!({"i": i}),
             )
@@ -513,11 +527,12 @@ async fn several_replicas_never_overlap_a_lane_and_keep_its_order() {
 
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     let mut replicas = Vec::new();
-    for _ in 0..3 {
+    for claims in in_flight {
         let pool = db.another_pool(4).await;
         let mut c = config();
         c.concurrency_max = 16;
         c.claim_batch_max = 25;
+        c.claims_in_flight_max = claims;
         let ex = Executor::new(pool, registry.clone(), c).unwrap();
         let mut stop = stop_tx.subscribe();
         replicas.push(tokio::spawn(async move {
@@ -552,7 +567,7 @@ async fn several_replicas_never_overlap_a_lane_and_keep_its_order() {
         let expected: Vec<i64> = ids
             .iter()
             .enumerate()
-            .filter(|(i, _)| format!("lane-{}", i % LANES) == *lane)
+            .filter(|(i, _)| format!("lane-{}", i % lanes) == *lane)
             .map(|(_, id)| *id)
             .collect();
         assert_eq!(ran, &expected, "{lane} ran out of order or twice");
