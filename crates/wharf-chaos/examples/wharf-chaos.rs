@@ -48,6 +48,13 @@ struct Args {
     /// `[executor] poll_interval_ms_max` of every replica (overrides the preset's 500).
     #[arg(long)]
     poll_interval_ms_max: Option<u64>,
+    /// Lanes the actions are spread over (overrides the preset). More lanes than a claim takes
+    /// keep claims full, which a second claim in flight waits for.
+    #[arg(long)]
+    lanes: Option<u32>,
+    /// `[executor] claims_in_flight_max` of every replica, 1..=4 (overrides the preset's 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4))]
+    claims_in_flight_max: Option<u32>,
     /// The executor's lease in milliseconds (overrides the preset's 8000; at least 7000).
     #[arg(long)]
     lease_ms: Option<u64>,
@@ -84,6 +91,13 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(v) = args.poll_interval_ms_max {
         settings.poll_interval_ms_max = v;
+    }
+    if let Some(v) = args.lanes {
+        anyhow::ensure!(v >= 1, "--lanes must be at least 1");
+        settings.lanes = v;
+    }
+    if let Some(v) = args.claims_in_flight_max {
+        settings.claims_in_flight_max = v;
     }
     if let Some(v) = args.lease_ms {
         anyhow::ensure!(

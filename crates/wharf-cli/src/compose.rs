@@ -30,6 +30,8 @@ struct ExecutorSection {
     notify: Option<bool>,
     shutdown_grace_ms: Option<u64>,
     retention_ms: Option<u64>,
+    /// 1..=4, default 1 (see `ExecutorConfig::claims_in_flight_max`).
+    claims_in_flight_max: Option<u32>,
 }
 
 /// The executor settings: the `[executor]` table over the defaults.
@@ -50,7 +52,8 @@ pub fn executor_config(config: &Config) -> anyhow::Result<ExecutorConfig> {
         poll_interval_ms_max,
         notify,
         shutdown_grace_ms,
-        retention_ms
+        retention_ms,
+        claims_in_flight_max
     );
     Ok(out)
 }

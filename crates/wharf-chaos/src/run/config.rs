@@ -19,6 +19,7 @@ lease_ms = {lease}
 fence_margin_ms = {margin}
 concurrency_max = 32
 poll_interval_ms_max = {poll}
+claims_in_flight_max = {claims}
 shutdown_grace_ms = 2000
 
 [email]
@@ -49,5 +50,6 @@ deadline_ms = 900000
 "#,
         lease = settings.lease_ms,
         poll = settings.poll_interval_ms_max,
+        claims = settings.claims_in_flight_max,
     )
 }

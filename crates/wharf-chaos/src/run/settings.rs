@@ -41,6 +41,9 @@ pub struct Settings {
     /// The executor's longest idle poll interval (`[executor] poll_interval_ms_max`); short by
     /// default so a quiet replica notices work soon, 2000 is wharf's own default.
     pub poll_interval_ms_max: u64,
+    /// Claim statements each replica keeps in flight (`[executor] claims_in_flight_max`,
+    /// 1..=4); 1 is wharf's default, 2 puts a claim beside another under the faults.
+    pub claims_in_flight_max: u32,
 }
 
 impl Settings {
@@ -61,6 +64,7 @@ impl Settings {
             restart_down_ms: [200, 1_500],
             kinds: FaultKind::ALL.to_vec(),
             poll_interval_ms_max: 500,
+            claims_in_flight_max: 1,
         }
     }
 
@@ -81,6 +85,7 @@ impl Settings {
             restart_down_ms: [200, 2_000],
             kinds: FaultKind::ALL.to_vec(),
             poll_interval_ms_max: 500,
+            claims_in_flight_max: 1,
         }
     }
 }

@@ -159,6 +159,10 @@ async fn serve_refuses_an_invalid_configuration_before_serving() {
     for (table, reason) in [
         ("[executor]\nconcurrency_max = 0\n", "[executor]"),
         ("[executor]\nfence_margin_ms = 1000\n", "[executor]"),
+        (
+            "[executor]\nclaims_in_flight_max = 5\n",
+            "claims_in_flight_max must be 1..=4",
+        ),
         ("[email]\nrelay_port = 25\ncolour = \"red\"\n", "[email]"),
         ("[serve]\nlisten = \"not an address\"\n", "[serve]"),
         ("[console]\npath = \"console\"\n", "[console]"),
