@@ -1,32 +1,46 @@
 #!/usr/bin/env bash
-# Would the drain get markedly faster if ended actions moved out of the live table? A pgbench
-# model of wharf.action as it is ("inplace": completion updates the row into DONE) against the
-# same action with ended rows moved to an append-only table ("moved": completion deletes from the
-# live table and inserts into `ended`; the idempotency key unique over both through an insert-once
-# key table). model_setup.sql says what each design holds and leaves out; model_inplace.sql and
-# model_moved.sql are one pgbench transaction each: enqueue, claim and complete --batch actions
-# with wharf's own statement shapes (three database transactions), so the backlog stays at
-# --rows and jobs_per_second = tps × batch.
+# Would the drain get markedly faster with another layout of wharf.action? A pgbench model of
+# wharf.action as it is ("inplace": completion updates the row into DONE) against two other
+# designs: "moved", ended rows moved to an append-only table (completion deletes from the live
+# table and inserts into `ended`; the idempotency key unique over both through an insert-once key
+# table); and "hot", moved with the claim a HOT update of the live row (no index of the live
+# table names a column the claim changes; the head candidates and the executing lanes in two
+# narrow tables of their own). model_setup.sql says what each design holds and leaves out;
+# model_<variant>.sql is one pgbench transaction: enqueue --batch actions, claim up to --batch
+# and complete what the claim took, with wharf's own statement shapes (three database
+# transactions). A claim may come back short, as wharf's do under contention, so a run counts
+# what ended: jobs_per_second = tps × (actions ended ÷ transactions), and mean_claim is the
+# second factor.
 #
-# Rounds alternate inplace, moved, inplace, moved, …, each run on a fresh setup after a
-# CHECKPOINT, and each is checked afterwards: exactly batch × transactions actions ended, the
-# backlog is still --rows. One JSON line per run, then one summary line:
+# With --drain the scripts skip the enqueue and drain a prefilled backlog of --rows, as
+# bench/compare.sh's drain does (--rows should outlast the run: past the backlog's end claims
+# come back empty and the figure falls).
+#
+# Each round runs every variant of --variants in turn (inplace first), each on a fresh setup
+# after a CHECKPOINT, and each is checked afterwards: every claimed action ended (none left
+# EXECUTING), the backlog is what the enqueues and the ends leave, every action has its key.
+# One JSON line per run, then one summary line:
 #
 #   {"system":"pgbench-model","variant":"inplace","round":1,…,"tps":…,"jobs_per_second":…,…}
 #   {"system":"pgbench-model","summary":true,"rounds":3,…,"median_ratio_moved_over_inplace":…}
 #
-# The ratio is taken per round (moved ÷ inplace of the same round), the median over rounds.
+# A ratio is taken per round (a variant ÷ inplace of the same round), the median over rounds,
+# for every variant beside inplace.
 #
 # Usage: DATABASE_URL=postgres://… bench/pgbench/model.sh [options]
 #   --seconds S   pgbench -T per run [10]
 #   --clients C   pgbench -c [4]
 #   --threads J   pgbench -j [min(C, cores)]
 #   --batch B     actions per step, 1..100 (wharf's claim maximum) [100]
-#   --rounds R    inplace+moved pairs [3]
+#   --rounds R    rounds of every variant [3]
+#   --variants V  inplace,moved | inplace,hot | inplace,moved,hot
+#                 [inplace,moved]
+#   --fillfactor F  hot_live's fillfactor, 10..100 [50]
 #   --rows N      due backlog to prefill and keep [50000]; must exceed C × B
 #   --history H   ended DONE actions to prefill, as kept until retention [0]
 #   --scan W      the claim's head-candidate window (wharf's claim_scan_max) [1000]; must be at
 #                 least C × B, or a claim can find its window full of rows other clients hold
+#   --drain       claim and complete only, from the prefilled backlog (no enqueue)
 #   --keep        keep the wharf_model schema afterwards (it is dropped by default)
 #
 # Environment: DATABASE_URL (required); PGBENCH, PSQL to choose the programs (default: the ones on
@@ -46,6 +60,9 @@ rows=50000
 history=0
 scan=1000
 keep=0
+variants=inplace,moved
+fillfactor=50
+drain=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --seconds) seconds="${2:?--seconds needs a value}"; shift 2 ;;
@@ -56,7 +73,10 @@ while [[ $# -gt 0 ]]; do
         --rows) rows="${2:?--rows needs a value}"; shift 2 ;;
         --history) history="${2:?--history needs a value}"; shift 2 ;;
         --scan) scan="${2:?--scan needs a value}"; shift 2 ;;
+        --variants) variants="${2:?--variants needs a value}"; shift 2 ;;
+        --fillfactor) fillfactor="${2:?--fillfactor needs a value}"; shift 2 ;;
         --keep) keep=1; shift ;;
+        --drain) drain=1; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
@@ -70,6 +90,10 @@ is_int "$rounds" 1 100 || die "--rounds must be 1..100"
 is_int "$rows" 1 100000000 || die "--rows must be 1..100000000"
 is_int "$history" 0 100000000 || die "--history must be 0..100000000"
 is_int "$scan" 1 1000000 || die "--scan must be 1..1000000"
+is_int "$fillfactor" 10 100 || die "--fillfactor must be 10..100"
+[[ "$variants" =~ ^inplace(,moved)?(,hot)?$ && "$variants" != inplace ]] \
+    || die "--variants must be inplace,moved, inplace,hot or inplace,moved,hot"
+IFS=, read -r -a variant_list <<<"$variants"
 cores="$(nproc 2>/dev/null || echo 2)"
 : "${threads:=$(( clients < cores ? clients : cores ))}"
 is_int "$threads" 1 "$clients" || die "--threads must be 1..clients"
@@ -118,17 +142,25 @@ counts() {
                    count(*) FILTER (WHERE state <> 'ADMITTED'),
                    (SELECT count(*) FROM wharf_model.action_key)
               FROM wharf_model.live" ;;
+        # Every unstarted row is a head candidate here, and every executing lane in hot_running.
+        hot) sql -At -F ' ' -c "
+            SELECT (SELECT count(*) FROM wharf_model.ended WHERE state = 'DONE'),
+                   count(*) FILTER (WHERE state = 'ADMITTED'),
+                   count(*) FILTER (WHERE state <> 'ADMITTED')
+                     + (SELECT count(*) FROM wharf_model.hot_running)
+                     + abs((SELECT count(*) FROM wharf_model.hot_ready)
+                           - count(*) FILTER (WHERE state = 'ADMITTED')),
+                   (SELECT count(*) FROM wharf_model.action_key)
+              FROM wharf_model.hot_live" ;;
     esac
 }
 
-ratios=()
-inplace_jps=()
-moved_jps=()
+declare -A jps_of ratios_of
 for (( round = 1; round <= rounds; round++ )); do
-    for variant in inplace moved; do
+    for variant in "${variant_list[@]}"; do
         # A fresh schema and prefill per run, so every run starts from the same table state.
         sql -v rows="$rows" -v history="$history" -v variant="$variant" \
-            -f "$here/model_setup.sql" >/dev/null
+            -v fillfactor="$fillfactor" -f "$here/model_setup.sql" >/dev/null
         read -r ended0 backlog0 other0 keys0 <<<"$(counts "$variant")"
         (( ended0 == history && backlog0 == rows && other0 == 0 )) \
             || die "$variant: setup left ended=$ended0 backlog=$backlog0 other=$other0"
@@ -139,7 +171,7 @@ for (( round = 1; round <= rounds; round++ )); do
         status=0
         timeout --kill-after=10 "$(( seconds + 60 ))" \
             "$pgbench" -n -M prepared -T "$seconds" -c "$clients" -j "$threads" \
-            -D batch="$batch" -D scan="$scan" -f "$here/model_$variant.sql" "$DATABASE_URL" \
+            -D batch="$batch" -D scan="$scan" -D enqueue="$(( 1 - drain ))" -f "$here/model_$variant.sql" "$DATABASE_URL" \
             >"$out" 2>&1 || status=$?
         if (( status != 0 )) || grep -qiE 'error|abort' "$out"; then
             cat "$out" >&2
@@ -152,39 +184,65 @@ for (( round = 1; round <= rounds; round++ )); do
         [[ -n "$tps" && -n "$transactions" && -n "$latency" ]] \
             || die "cannot read pgbench's report for $variant, round $round"
 
-        # Every counted transaction drained exactly batch actions; the backlog kept its size.
+        # Every claimed action ended; the backlog is what the enqueues and the ends leave.
         read -r ended1 backlog1 other1 keys1 <<<"$(counts "$variant")"
         drained=$(( ended1 - ended0 ))
-        (( drained == transactions * batch )) \
-            || die "$variant, round $round: $drained actions ended, expected $transactions × $batch"
-        (( backlog1 == rows && other1 == 0 )) \
-            || die "$variant, round $round: backlog $backlog1 (expected $rows), $other1 in other states"
+        (( drained > 0 && drained <= transactions * batch )) \
+            || die "$variant, round $round: $drained actions ended in $transactions transactions"
+        left=$(( drain ? rows - drained : rows + transactions * batch - drained ))
+        (( backlog1 == left && other1 == 0 )) \
+            || die "$variant, round $round: backlog $backlog1 (expected $left), $other1 in other states"
         (( keys1 == ended1 + backlog1 )) \
             || die "$variant, round $round: $keys1 keys for $(( ended1 + backlog1 )) actions"
         # Heap + indexes + TOAST of the variant's tables after the run, in kB.
         case "$variant" in
             inplace) tables="'action'" ;;
             moved) tables="'live', 'ended', 'action_key'" ;;
+            hot) tables="'hot_live', 'hot_ready', 'hot_running', 'ended', 'action_key'" ;;
         esac
+        # How many of the live table's updates stayed on their page (moved and hot; 0 for inplace,
+        # whose every state change names an indexed column).
+        case "$variant" in
+            inplace) live=action ;;
+            moved) live=live ;;
+            hot) live=hot_live ;;
+        esac
+        read -r updates hot_updates <<<"$(sql -At -F ' ' -c "
+            SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+             WHERE schemaname = 'wharf_model' AND relname = '$live'")"
         sizes="$(sql -At -c "
             SELECT string_agg(format('\"%s\":%s', c.relname,
                                      pg_total_relation_size(c.oid) / 1024), ',' ORDER BY c.relname)
               FROM pg_class c
              WHERE c.relnamespace = 'wharf_model'::regnamespace AND c.relname IN ($tables)")"
 
-        jps="$(awk -v t="$tps" -v b="$batch" 'BEGIN { printf "%.3f", t * b }')"
-        if [[ "$variant" == inplace ]]; then inplace_jps+=("$jps"); else moved_jps+=("$jps"); fi
-        printf '{"system":"pgbench-model","variant":"%s","round":%d,"clients":%d,"threads":%d,"seconds":%d,"batch":%d,"rows":%d,"history":%d,"scan":%d,"transactions":%d,"drained":%d,"tps":%s,"jobs_per_second":%s,"latency_ms_avg":%s,"table_kb":{%s},"pgbench_version":"%s","server_version":"%s"}\n' \
+        jps="$(awk -v t="$tps" -v d="$drained" -v n="$transactions" 'BEGIN { printf "%.3f", t * d / n }')"
+        mean_claim="$(awk -v d="$drained" -v n="$transactions" 'BEGIN { printf "%.2f", d / n }')"
+        jps_of[$variant]+="$jps "
+        if [[ "$variant" != inplace ]]; then
+            ratios_of[$variant]+="$(awk -v m="$jps" -v i="$inplace_round" 'BEGIN { printf "%.4f", m / i }') "
+        else
+            inplace_round="$jps"
+        fi
+        printf '{"system":"pgbench-model","variant":"%s","round":%d,"clients":%d,"threads":%d,"seconds":%d,"batch":%d,"rows":%d,"history":%d,"scan":%d,"fillfactor":%d,"drain":%s,"transactions":%d,"drained":%d,"mean_claim":%s,"tps":%s,"jobs_per_second":%s,"latency_ms_avg":%s,"live_updates":%d,"live_hot_updates":%d,"table_kb":{%s},"pgbench_version":"%s","server_version":"%s"}\n' \
             "$variant" "$round" "$clients" "$threads" "$seconds" "$batch" "$rows" "$history" \
-            "$scan" "$transactions" "$drained" "$tps" "$jps" "$latency" "$sizes" \
-            "$pgbench_version" "$server_version"
+            "$scan" "$fillfactor" "$( (( drain )) && echo true || echo false)" "$transactions" "$drained" "$mean_claim" "$tps" "$jps" "$latency" \
+            "${updates:-0}" "${hot_updates:-0}" "$sizes" "$pgbench_version" "$server_version"
     done
-    ratios+=("$(awk -v m="${moved_jps[-1]}" -v i="${inplace_jps[-1]}" 'BEGIN { printf "%.4f", m / i }')")
 done
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.4f", v[(NR + 1) / 2]; else printf "%.4f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 join() { local IFS=,; echo "$*"; }
-printf '{"system":"pgbench-model","summary":true,"rounds":%d,"clients":%d,"batch":%d,"seconds":%d,"rows":%d,"history":%d,"median_inplace_jobs_per_second":%s,"median_moved_jobs_per_second":%s,"ratios_moved_over_inplace":[%s],"median_ratio_moved_over_inplace":%s}\n' \
-    "$rounds" "$clients" "$batch" "$seconds" "$rows" "$history" \
-    "$(median "${inplace_jps[@]}")" "$(median "${moved_jps[@]}")" "$(join "${ratios[@]}")" \
-    "$(median "${ratios[@]}")"
+fields=""
+for variant in "${variant_list[@]}"; do
+    # shellcheck disable=SC2086 # the lists are space-separated numbers
+    fields+="$(printf ',"median_%s_jobs_per_second":%s' "$variant" "$(median ${jps_of[$variant]})")"
+    if [[ "$variant" != inplace ]]; then
+        # shellcheck disable=SC2086
+        fields+="$(printf ',"ratios_%s_over_inplace":[%s],"median_ratio_%s_over_inplace":%s' \
+            "$variant" "$(join ${ratios_of[$variant]})" "$variant" "$(median ${ratios_of[$variant]})")"
+    fi
+done
+printf '{"system":"pgbench-model","summary":true,"rounds":%d,"clients":%d,"batch":%d,"seconds":%d,"rows":%d,"history":%d,"fillfactor":%d,"drain":%s%s}\n' \
+    "$rounds" "$clients" "$batch" "$seconds" "$rows" "$history" "$fillfactor" \
+    "$( (( drain )) && echo true || echo false)" "$fields"

@@ -1,14 +1,18 @@
--- The inplace design (model_setup.sql, wharf_model.action): :batch actions drained end to end,
--- with wharf's own statements, so jobs/s = tps × batch and the backlog stays at its size.
+-- The inplace design (model_setup.sql, wharf_model.action): up to :batch actions drained end to
+-- end per pgbench transaction, with wharf's own statements (model.sh turns what ended into jobs/s).
 -- Three database transactions, as wharf runs them: enqueue (enqueue.sql), claim (claim.sql,
 -- the claim as the fence, as wharf's executor runs a kind that is not at-most-once), complete
 -- (complete.sql, every attempt DONE). Values wharf binds are written in: kinds {email.send},
 -- lease 300000 ms, the database clock, a window of :scan head candidates.
 -- Left out: enqueue's NOTIFY wake-up (pg_notify under an advisory lock), and the claim's columns
 -- reaching the client (they are computed; only ids and epochs are returned).
--- A step that does not touch exactly :batch rows returns no row into \gset and aborts the client.
+-- The enqueue must write exactly :batch rows and the completion end exactly what the claim
+-- took, or the step returns no row into \gset and aborts the client. A claim may come back
+-- short (other clients hold or have just taken rows of its window): model.sh counts what ended.
 
 -- 1. Enqueue :batch actions: a random key and a lane of its own each.
+-- Skipped with -D enqueue=0 (model.sh --drain): then the scripts drain a prefilled backlog.
+\if :enqueue
 WITH gen AS MATERIALIZED (
     SELECT g AS ord, gen_random_uuid()::text AS u FROM generate_series(1, :batch) AS g
 ),
@@ -47,6 +51,7 @@ ins AS (
 )
 SELECT count(*) AS enqueued FROM ins HAVING count(*) = :batch
 \gset
+\endif
 
 -- 2. Claim :batch due lane heads (claim.sql).
 WITH reclaims AS (
@@ -85,9 +90,9 @@ heads AS (
                      WHERE e.lane_key = h.lane_key AND e.state = 'EXECUTING'
                      ORDER BY e.lane_key LIMIT 1) IS NULL
                AND (SELECT 1 FROM wharf_model.action p
-                     WHERE p.lane_key = h.lane_key AND p.state IN ('PROPOSED', 'ADMITTED')
-                       AND p.id < h.id
-                     ORDER BY p.lane_key, p.id LIMIT 1) IS NULL
+                     WHERE (p.lane_key, p.id) < (h.lane_key, h.id) AND p.lane_key >= h.lane_key
+                       AND p.state IN ('PROPOSED', 'ADMITTED')
+                     ORDER BY p.lane_key DESC, p.id DESC LIMIT 1) IS NULL
                FOR UPDATE SKIP LOCKED
           ) h
      LIMIT greatest(:batch - (SELECT count(*) FROM reclaims), 0)
@@ -106,16 +111,15 @@ claimed AS (
            write_started_at = CASE WHEN a.kind = ANY('{email.send}'::text[]) AND NOT a.at_most_once
                                    THEN coalesce(a.write_started_at, (SELECT now()))
                                    ELSE a.write_started_at END
-      FROM picked
-     WHERE a.id = picked.id
+     WHERE a.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING a.id, a.kind, a.tenant_id, a.project_id, a.lane_key, a.idempotency_key, a.payload,
               a.subject_account_id, a.attempt, a.max_attempts, a.epoch, a.created_at,
-              picked.was_started AS write_started,
+              a.id = ANY (ARRAY(SELECT id FROM picked WHERE was_started)) AS write_started,
               (a.kind = ANY('{email.send}'::text[]) AND NOT a.at_most_once) AS claim_fenced
 )
-SELECT array_agg(id) AS claimed_ids, array_agg(epoch) AS claimed_epochs
+SELECT coalesce(array_agg(id), '{}') AS claimed_ids,
+       coalesce(array_agg(epoch), '{}') AS claimed_epochs, count(*) AS claimed_count
   FROM claimed
-HAVING count(*) = :batch
 \gset
 
 -- 3. Complete them all DONE (complete.sql, its arrays built here).
@@ -138,13 +142,13 @@ UPDATE wharf_model.action a
        payload = CASE WHEN r.state = 'ADMITTED' THEN a.payload ELSE NULL END,
        ended_at = CASE WHEN r.state = 'ADMITTED' THEN NULL ELSE clock.now END
   FROM unnest(:claimed_ids::bigint[], :claimed_epochs::bigint[],
-              array_fill('DONE'::text, ARRAY[:batch::integer]),
-              array_fill('DONE'::text, ARRAY[:batch::integer]),
-              array_fill(NULL::text, ARRAY[:batch::integer]),
-              array_fill(NULL::text, ARRAY[:batch::integer]),
-              array_fill(0::bigint, ARRAY[:batch::integer]),
-              array_fill(0::integer, ARRAY[:batch::integer]),
-              array_fill(false, ARRAY[:batch::integer]))
+              array_fill('DONE'::text, ARRAY[:claimed_count::integer]),
+              array_fill('DONE'::text, ARRAY[:claimed_count::integer]),
+              array_fill(NULL::text, ARRAY[:claimed_count::integer]),
+              array_fill(NULL::text, ARRAY[:claimed_count::integer]),
+              array_fill(0::bigint, ARRAY[:claimed_count::integer]),
+              array_fill(0::integer, ARRAY[:claimed_count::integer]),
+              array_fill(false, ARRAY[:claimed_count::integer]))
            AS r(id, epoch, state, stop_reason, readback_ref, error_code, delay_ms, refund,
                 clear_fence),
        clock
@@ -152,5 +156,5 @@ UPDATE wharf_model.action a
    AND CASE WHEN a.state = 'EXECUTING' THEN true ELSE false END
 RETURNING a.id
 )
-SELECT count(*) AS completed_count FROM completed HAVING count(*) = :batch
+SELECT count(*) AS completed_count FROM completed HAVING count(*) = :claimed_count
 \gset

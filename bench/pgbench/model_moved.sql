@@ -1,15 +1,19 @@
 -- The moved design (model_setup.sql, wharf_model.live, ended, action_key): model_inplace.sql's
--- drain, statement for statement, against live actions in their own table. :batch actions end to
--- end per pgbench transaction, so jobs/s = tps × batch. Three database transactions:
+-- drain, statement for statement, against live actions in their own table. Up to :batch actions
+-- end to end per pgbench transaction. Three database transactions:
 -- enqueue (the key rows and the live rows in one statement; the digest check and ON CONFLICT on
 -- action_key, the one index that decides a key's uniqueness over live and ended), claim
 -- (claim.sql on live, unchanged), complete (one statement: DELETE the batch from live, fenced by
 -- id and epoch, and INSERT the deleted rows into ended; a release back to ADMITTED, none here,
 -- stays an UPDATE of live in the same statement). Same values written in, same omissions (the
 -- NOTIFY wake-up; the claim's columns are computed, only ids and epochs reach the client).
--- A step that does not touch exactly :batch rows returns no row into \gset and aborts the client.
+-- The enqueue must write exactly :batch rows and the completion end exactly what the claim
+-- took, or the step returns no row into \gset and aborts the client. A claim may come back
+-- short (other clients hold or have just taken rows of its window): model.sh counts what ended.
 
 -- 1. Enqueue :batch actions: a random key and a lane of its own each.
+-- Skipped with -D enqueue=0 (model.sh --drain): then the scripts drain a prefilled backlog.
+\if :enqueue
 WITH gen AS MATERIALIZED (
     SELECT g AS ord, gen_random_uuid()::text AS u FROM generate_series(1, :batch) AS g
 ),
@@ -57,6 +61,7 @@ ins AS (
 )
 SELECT count(*) AS enqueued FROM ins HAVING count(*) = :batch
 \gset
+\endif
 
 -- 2. Claim :batch due lane heads (claim.sql, on live).
 WITH reclaims AS (
@@ -95,9 +100,9 @@ heads AS (
                      WHERE e.lane_key = h.lane_key AND e.state = 'EXECUTING'
                      ORDER BY e.lane_key LIMIT 1) IS NULL
                AND (SELECT 1 FROM wharf_model.live p
-                     WHERE p.lane_key = h.lane_key AND p.state IN ('PROPOSED', 'ADMITTED')
-                       AND p.id < h.id
-                     ORDER BY p.lane_key, p.id LIMIT 1) IS NULL
+                     WHERE (p.lane_key, p.id) < (h.lane_key, h.id) AND p.lane_key >= h.lane_key
+                       AND p.state IN ('PROPOSED', 'ADMITTED')
+                     ORDER BY p.lane_key DESC, p.id DESC LIMIT 1) IS NULL
                FOR UPDATE SKIP LOCKED
           ) h
      LIMIT greatest(:batch - (SELECT count(*) FROM reclaims), 0)
@@ -116,16 +121,15 @@ claimed AS (
            write_started_at = CASE WHEN a.kind = ANY('{email.send}'::text[]) AND NOT a.at_most_once
                                    THEN coalesce(a.write_started_at, (SELECT now()))
                                    ELSE a.write_started_at END
-      FROM picked
-     WHERE a.id = picked.id
+     WHERE a.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING a.id, a.kind, a.tenant_id, a.project_id, a.lane_key, a.idempotency_key, a.payload,
               a.subject_account_id, a.attempt, a.max_attempts, a.epoch, a.created_at,
-              picked.was_started AS write_started,
+              a.id = ANY (ARRAY(SELECT id FROM picked WHERE was_started)) AS write_started,
               (a.kind = ANY('{email.send}'::text[]) AND NOT a.at_most_once) AS claim_fenced
 )
-SELECT array_agg(id) AS claimed_ids, array_agg(epoch) AS claimed_epochs
+SELECT coalesce(array_agg(id), '{}') AS claimed_ids,
+       coalesce(array_agg(epoch), '{}') AS claimed_epochs, count(*) AS claimed_count
   FROM claimed
-HAVING count(*) = :batch
 \gset
 
 -- 3. Complete them all DONE: out of live, into ended, in one statement.
@@ -135,13 +139,13 @@ WITH clock AS MATERIALIZED (
 r AS MATERIALIZED (
     SELECT *
       FROM unnest(:claimed_ids::bigint[], :claimed_epochs::bigint[],
-                  array_fill('DONE'::text, ARRAY[:batch::integer]),
-                  array_fill('DONE'::text, ARRAY[:batch::integer]),
-                  array_fill(NULL::text, ARRAY[:batch::integer]),
-                  array_fill(NULL::text, ARRAY[:batch::integer]),
-                  array_fill(0::bigint, ARRAY[:batch::integer]),
-                  array_fill(0::integer, ARRAY[:batch::integer]),
-                  array_fill(false, ARRAY[:batch::integer]))
+                  array_fill('DONE'::text, ARRAY[:claimed_count::integer]),
+                  array_fill('DONE'::text, ARRAY[:claimed_count::integer]),
+                  array_fill(NULL::text, ARRAY[:claimed_count::integer]),
+                  array_fill(NULL::text, ARRAY[:claimed_count::integer]),
+                  array_fill(0::bigint, ARRAY[:claimed_count::integer]),
+                  array_fill(0::integer, ARRAY[:claimed_count::integer]),
+                  array_fill(false, ARRAY[:claimed_count::integer]))
            AS r(id, epoch, state, stop_reason, readback_ref, error_code, delay_ms, refund,
                 clear_fence)
 ),
@@ -192,5 +196,5 @@ ended AS (
 )
 SELECT n AS completed_count
   FROM (SELECT (SELECT count(*) FROM ended) + (SELECT count(*) FROM released) AS n) c
- WHERE n = :batch
+ WHERE n = :claimed_count
 \gset

@@ -1,5 +1,6 @@
--- A model for one design question (model.sh): would the drain get markedly faster if ended
--- actions moved out of the live table? Two designs of wharf.action side by side in one schema,
+-- A model for two design questions (model.sh): would the drain get markedly faster if ended
+-- actions moved out of the live table, and faster again if the claim changed no indexed column
+-- of the live row (a HOT update)? Three designs of wharf.action side by side in one schema,
 -- `wharf_model`, which this file drops and recreates every time:
 --
 -- 1. inplace: wharf.action as the migrations leave it (0002, 0011-0014, 0018, 0040): one table;
@@ -10,6 +11,17 @@
 --    an insert-once key table. A completion is one statement that deletes the rows from the live
 --    table and inserts them into the ended one.
 --      tables wharf_model.live, wharf_model.ended, wharf_model.action_key
+-- 3. hot: moved, with the claim a HOT update of the live row. No index of the live table names a
+--    column that a claim, a release or a completion changes (state, epoch, attempt, lease,
+--    write mark, head hint), in a column or a predicate. What the claim must find and what it
+--    must own move into two narrow tables: `hot_ready`, the head candidates (the rows
+--    ix_action_due holds today: ADMITTED, hinted as a lane head), which the claim deletes from;
+--    and `hot_running`, one row per executing lane, its primary key the one-executing-per-lane
+--    rule (ux_action_lane_executing today) and its lease indexed for reclaims (ix_action_lease),
+--    which the claim inserts and the completion deletes. The live table keeps room on its pages
+--    (fillfactor) so that the claim's new row version fits beside the old one.
+--      tables wharf_model.hot_live, wharf_model.hot_ready, wharf_model.hot_running, and moved's
+--      wharf_model.ended and wharf_model.action_key
 --
 -- Why an insert-once key table (moved): a key must stay refused from enqueue until retention
 -- deletes the ended action. A unique index on each of live and ended cannot say that across the
@@ -32,15 +44,31 @@
 -- when their WHEN says the row is refused, which never happens in this drain. The promotion
 -- function is 0013's read-committed branch (it also never fires here: nothing is demoted, so no
 -- row has wakes_lane). The NOTIFY wake-up of enqueue.sql, demote.sql and the sweeps are not
--- modelled (the same in both designs).
+-- modelled (the same in every design).
+--
+-- What hot changes besides the layout, and what it leaves open:
+-- - The claim's two lane probes stay two: the executing probe reads hot_running's primary key,
+--   the earlier-action probe walks ix_hot_live_lane (every live row of a lane, EXECUTING ones
+--   too, so the state is a filter there, not a predicate). A lane's EXECUTING row is always its
+--   lowest id, so the walk reads at most that one row before the answer.
+-- - head_hint becomes membership of hot_ready, so demotion deletes from it and promotion inserts
+--   into it (0013's function, with that insert); neither runs in this drain.
+-- - hot_ready and hot_running are queue tables: every action inserts and deletes a row in each,
+--   so they live on autovacuum (after a 20 s drain both hold tens of MB for a few hundred live
+--   rows). A real design would set their autovacuum thresholds low; this model leaves the
+--   server's defaults, as for every other table here.
+-- - Left open, not modelled: the expiry sweep (ix_hot_live_expiry now holds EXECUTING rows too),
+--   the console's lists by state (no state index on the live table), and operator actions.
 --
 -- psql variables:
 --   rows    (default 50000) due ADMITTED actions to prefill, one lane each: the backlog every
 --           claim takes the oldest rows of, kept at this size by the scripts' own enqueues.
 --   history (default 0) ended DONE actions to prefill, as the table holds them until retention
---           (30 days in wharf): inplace in wharf_model.action, moved in ended and action_key.
---   variant (default both) inplace, moved or both: whose tables are prefilled (the tables of
---           both designs are always created, empty when not prefilled).
+--           (30 days in wharf): inplace in wharf_model.action, moved and hot in ended and
+--           action_key.
+--   variant (default both) inplace, moved, hot or both (inplace and moved): whose tables are
+--           prefilled (every design's tables are always created, empty when not prefilled).
+--   fillfactor (default 50) of hot_live's pages: the room left for a claim's row version.
 --
 --   psql "$DATABASE_URL" -X -v ON_ERROR_STOP=1 -v variant=moved -f bench/pgbench/model_setup.sql
 
@@ -56,14 +84,19 @@
 \else
 \set variant both
 \endif
+\if :{?fillfactor}
+\else
+\set fillfactor 50
+\endif
 
 SELECT :'variant' IN ('inplace', 'both') AS fill_inplace,
        :'variant' IN ('moved', 'both') AS fill_moved,
-       :'variant' IN ('inplace', 'moved', 'both') AS variant_ok
+       :'variant' = 'hot' AS fill_hot,
+       :'variant' IN ('inplace', 'moved', 'hot', 'both') AS variant_ok
 \gset
 \if :variant_ok
 \else
-\echo model_setup.sql: variant must be inplace, moved or both
+\echo model_setup.sql: variant must be inplace, moved, hot or both
 \quit 3
 \endif
 
@@ -428,8 +461,87 @@ CREATE INDEX ix_ended_dead_letters ON wharf_model.ended (tenant_id, project_id, 
 CREATE TRIGGER ended_guard BEFORE UPDATE ON wharf_model.ended
     FOR EACH ROW EXECUTE FUNCTION wharf_model.refuse('an ended action never changes');
 
+-- ========================================================================================= hot
+
+-- Live actions: moved's live table, its columns, defaults and CHECKs, with room on its pages.
+-- head_hint stays as a column but is not read or written: a row is hinted as a head by being in
+-- hot_ready. No index of this table names a column that a claim, a release or a retry changes,
+-- nor a state in a predicate, so each of those is a HOT update when its page has room.
+CREATE TABLE wharf_model.hot_live (
+    LIKE wharf_model.live INCLUDING DEFAULTS INCLUDING CONSTRAINTS,
+    PRIMARY KEY (id)
+) WITH (fillfactor = :fillfactor);
+
+-- Every live row of a lane in id order (ix_action_lane_pending without its state predicate, so
+-- EXECUTING rows are in it too): the earlier-action probe and the promotion read it. Expiry and
+-- erasure as in live, their predicates on fixed columns only (the expiry sweep tests the state
+-- on the row).
+CREATE INDEX ix_hot_live_lane ON wharf_model.hot_live (lane_key, id);
+CREATE INDEX ix_hot_live_expiry ON wharf_model.hot_live (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX ix_hot_live_subject ON wharf_model.hot_live (subject_account_id)
+    WHERE subject_account_id IS NOT NULL;
+
+-- The head candidates: an ADMITTED row hinted as its lane's head, with what the claim's window
+-- orders and filters by. Enqueue and promotion insert, the claim and demotion delete; its
+-- primary key serves those deletes by id (demotion, erasure, cancellation).
+CREATE TABLE wharf_model.hot_ready (
+    id        bigint      PRIMARY KEY,
+    kind      text        NOT NULL,
+    run_at    timestamptz NOT NULL,
+    lane_key  text        NOT NULL
+);
+CREATE INDEX ix_hot_ready_due ON wharf_model.hot_ready (run_at, id);
+
+-- One row per executing lane: the claim inserts it (the primary key refuses a second executing
+-- action in a lane, as ux_action_lane_executing does), a reclaim moves its lease, the
+-- completion and the release delete it.
+CREATE TABLE wharf_model.hot_running (
+    lane_key          text        PRIMARY KEY,
+    id                bigint      NOT NULL,
+    lease_expires_at  timestamptz NOT NULL
+);
+CREATE INDEX ix_hot_running_lease ON wharf_model.hot_running (lease_expires_at);
+
+-- live's fixed-column check and guard, their WHEN clauses copied from the catalogue so that the
+-- two designs cannot drift apart.
+SELECT replace(replace(pg_get_triggerdef(t.oid), 'ON wharf_model.live ', 'ON wharf_model.hot_live '),
+               'TRIGGER live_', 'TRIGGER hot_live_')
+  FROM pg_trigger t
+ WHERE t.tgrelid = 'wharf_model.live'::regclass AND t.tgname IN ('live_fixed_columns', 'live_guard')
+\gexec
+
+-- 0013's promotion: the lane's next unstarted row becomes a head candidate again.
+CREATE FUNCTION wharf_model.hot_promote_next() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE wharf_model.hot_live
+       SET wakes_lane = true
+     WHERE id = (SELECT n.id FROM wharf_model.hot_live n
+                  WHERE n.lane_key = OLD.lane_key AND n.state IN ('PROPOSED', 'ADMITTED')
+                  ORDER BY n.lane_key, n.id LIMIT 1)
+       AND state = 'ADMITTED' AND NOT wakes_lane;
+    INSERT INTO wharf_model.hot_ready (id, kind, run_at, lane_key)
+    SELECT n.id, n.kind, n.run_at, n.lane_key
+      FROM wharf_model.hot_live n
+     WHERE n.lane_key = OLD.lane_key AND n.state = 'ADMITTED'
+     ORDER BY n.lane_key, n.id LIMIT 1
+    ON CONFLICT (id) DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER hot_live_promote_after_update AFTER UPDATE OF state ON wharf_model.hot_live
+    FOR EACH ROW
+    WHEN (OLD.wakes_lane AND OLD.state = 'EXECUTING' AND NEW.state = 'ADMITTED')
+    EXECUTE FUNCTION wharf_model.hot_promote_next();
+
+CREATE TRIGGER hot_live_promote_after_delete AFTER DELETE ON wharf_model.hot_live
+    FOR EACH ROW
+    WHEN (OLD.wakes_lane OR OLD.state = 'PROPOSED')
+    EXECUTE FUNCTION wharf_model.hot_promote_next();
+
 -- ===================================================================================== prefill
--- The same rows for both designs: kind email.send, one tenant and project, its own lane and a
+-- The same rows for every design: kind email.send, one tenant and project, its own lane and a
 -- random key (uuid) per action, no subject or expiry, a payload of about 200 bytes. History
 -- rows first (lower ids), as in a table that has been running.
 
@@ -486,6 +598,33 @@ SELECT id, 'email.send', 'tenant-1', 'project-1', 'lane-' || u, 'key-' || u,
   FROM model_gen WHERE NOT ended ORDER BY ord;
 \endif
 
+\if :fill_hot
+INSERT INTO wharf_model.action_key (idempotency_key, action_id, content_digest)
+SELECT 'key-' || u, id, sha256(convert_to(u, 'UTF8')) FROM model_gen ORDER BY ord;
+INSERT INTO wharf_model.ended (id, kind, tenant_id, project_id, lane_key, idempotency_key,
+                               content_digest, at_most_once, instance_level, state, stop_reason,
+                               epoch, attempt, max_attempts, subject_account_id, run_at,
+                               expires_at, write_started_at, created_at, ended_at)
+SELECT id, 'email.send', 'tenant-1', 'project-1', 'lane-' || u, 'key-' || u,
+       sha256(convert_to(u, 'UTF8')), false, false, 'DONE', 'DONE', 1, 1, 5, NULL,
+       now() - interval '1 day', NULL, now() - interval '1 day', now() - interval '1 day',
+       now() - interval '1 day'
+  FROM model_gen WHERE ended ORDER BY ord;
+INSERT INTO wharf_model.hot_live (id, kind, tenant_id, project_id, lane_key, idempotency_key,
+                                  content_digest, at_most_once, instance_level, state,
+                                  max_attempts, payload, subject_account_id, run_at, expires_at,
+                                  created_at)
+SELECT id, 'email.send', 'tenant-1', 'project-1', 'lane-' || u, 'key-' || u,
+       sha256(convert_to(u, 'UTF8')), false, false, 'ADMITTED', 5,
+       jsonb_build_object('to', 'user-' || u || '@example.com', 'template', 'welcome',
+                          'locale', 'en',
+                          'vars', '{"name": "Ada Lovelace", "plan": "pro", "trial_days": 14}'::jsonb),
+       NULL, now() - interval '1 second', NULL, now() - interval '1 second'
+  FROM model_gen WHERE NOT ended ORDER BY ord;
+INSERT INTO wharf_model.hot_ready (id, kind, run_at, lane_key)
+SELECT id, kind, run_at, lane_key FROM wharf_model.hot_live ORDER BY id;
+\endif
+
 DROP TABLE model_gen;
 
 -- A settled table (visibility map, statistics), as setup.sql and wharf's benchmark do.
@@ -493,3 +632,6 @@ VACUUM ANALYZE wharf_model.action;
 VACUUM ANALYZE wharf_model.action_key;
 VACUUM ANALYZE wharf_model.live;
 VACUUM ANALYZE wharf_model.ended;
+VACUUM ANALYZE wharf_model.hot_live;
+VACUUM ANALYZE wharf_model.hot_ready;
+VACUUM ANALYZE wharf_model.hot_running;
