@@ -94,6 +94,7 @@ is_int "$fillfactor" 10 100 || die "--fillfactor must be 10..100"
 [[ "$variants" =~ ^inplace(,moved)?(,hot)?$ && "$variants" != inplace ]] \
     || die "--variants must be inplace,moved, inplace,hot or inplace,moved,hot"
 IFS=, read -r -a variant_list <<<"$variants"
+drain_json=$( (( drain )) && echo true || echo false)
 cores="$(nproc 2>/dev/null || echo 2)"
 : "${threads:=$(( clients < cores ? clients : cores ))}"
 is_int "$threads" 1 "$clients" || die "--threads must be 1..clients"
@@ -194,18 +195,13 @@ for (( round = 1; round <= rounds; round++ )); do
             || die "$variant, round $round: backlog $backlog1 (expected $left), $other1 in other states"
         (( keys1 == ended1 + backlog1 )) \
             || die "$variant, round $round: $keys1 keys for $(( ended1 + backlog1 )) actions"
-        # Heap + indexes + TOAST of the variant's tables after the run, in kB.
+        # The variant's tables (heap + indexes + TOAST after the run, in kB, below) and its live
+        # table, whose updates may stay on their page (moved and hot; none of inplace's can,
+        # every state change of it names an indexed column).
         case "$variant" in
-            inplace) tables="'action'" ;;
-            moved) tables="'live', 'ended', 'action_key'" ;;
-            hot) tables="'hot_live', 'hot_ready', 'hot_running', 'ended', 'action_key'" ;;
-        esac
-        # How many of the live table's updates stayed on their page (moved and hot; 0 for inplace,
-        # whose every state change names an indexed column).
-        case "$variant" in
-            inplace) live=action ;;
-            moved) live=live ;;
-            hot) live=hot_live ;;
+            inplace) tables="'action'"; live=action ;;
+            moved) tables="'live', 'ended', 'action_key'"; live=live ;;
+            hot) tables="'hot_live', 'hot_ready', 'hot_running', 'ended', 'action_key'"; live=hot_live ;;
         esac
         read -r updates hot_updates <<<"$(sql -At -F ' ' -c "
             SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
@@ -226,7 +222,7 @@ for (( round = 1; round <= rounds; round++ )); do
         fi
         printf '{"system":"pgbench-model","variant":"%s","round":%d,"clients":%d,"threads":%d,"seconds":%d,"batch":%d,"rows":%d,"history":%d,"scan":%d,"fillfactor":%d,"drain":%s,"transactions":%d,"drained":%d,"mean_claim":%s,"tps":%s,"jobs_per_second":%s,"latency_ms_avg":%s,"live_updates":%d,"live_hot_updates":%d,"table_kb":{%s},"pgbench_version":"%s","server_version":"%s"}\n' \
             "$variant" "$round" "$clients" "$threads" "$seconds" "$batch" "$rows" "$history" \
-            "$scan" "$fillfactor" "$( (( drain )) && echo true || echo false)" "$transactions" "$drained" "$mean_claim" "$tps" "$jps" "$latency" \
+            "$scan" "$fillfactor" "$drain_json" "$transactions" "$drained" "$mean_claim" "$tps" "$jps" "$latency" \
             "${updates:-0}" "${hot_updates:-0}" "$sizes" "$pgbench_version" "$server_version"
     done
 done
@@ -245,4 +241,4 @@ for variant in "${variant_list[@]}"; do
 done
 printf '{"system":"pgbench-model","summary":true,"rounds":%d,"clients":%d,"batch":%d,"seconds":%d,"rows":%d,"history":%d,"fillfactor":%d,"drain":%s%s}\n' \
     "$rounds" "$clients" "$batch" "$seconds" "$rows" "$history" "$fillfactor" \
-    "$( (( drain )) && echo true || echo false)" "$fields"
+    "$drain_json" "$fields"

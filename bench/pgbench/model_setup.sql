@@ -92,6 +92,8 @@
 SELECT :'variant' IN ('inplace', 'both') AS fill_inplace,
        :'variant' IN ('moved', 'both') AS fill_moved,
        :'variant' = 'hot' AS fill_hot,
+       :'variant' IN ('moved', 'hot', 'both') AS fill_keyed,
+       CASE WHEN :'variant' = 'hot' THEN 'hot_live' ELSE 'live' END AS live_table,
        :'variant' IN ('inplace', 'moved', 'hot', 'both') AS variant_ok
 \gset
 \if :variant_ok
@@ -574,7 +576,8 @@ SELECT 'email.send', 'tenant-1', 'project-1', 'lane-' || u, 'key-' || u,
   FROM model_gen ORDER BY ord;
 \endif
 
-\if :fill_moved
+-- moved and hot share the key and ended tables, and their live tables have the same columns.
+\if :fill_keyed
 INSERT INTO wharf_model.action_key (idempotency_key, action_id, content_digest)
 SELECT 'key-' || u, id, sha256(convert_to(u, 'UTF8')) FROM model_gen ORDER BY ord;
 INSERT INTO wharf_model.ended (id, kind, tenant_id, project_id, lane_key, idempotency_key,
@@ -586,7 +589,7 @@ SELECT id, 'email.send', 'tenant-1', 'project-1', 'lane-' || u, 'key-' || u,
        now() - interval '1 day', NULL, now() - interval '1 day', now() - interval '1 day',
        now() - interval '1 day'
   FROM model_gen WHERE ended ORDER BY ord;
-INSERT INTO wharf_model.live (id, kind, tenant_id, project_id, lane_key, idempotency_key,
+INSERT INTO wharf_model.:live_table (id, kind, tenant_id, project_id, lane_key, idempotency_key,
                               content_digest, at_most_once, instance_level, state, max_attempts,
                               payload, subject_account_id, run_at, expires_at, created_at)
 SELECT id, 'email.send', 'tenant-1', 'project-1', 'lane-' || u, 'key-' || u,
@@ -599,28 +602,6 @@ SELECT id, 'email.send', 'tenant-1', 'project-1', 'lane-' || u, 'key-' || u,
 \endif
 
 \if :fill_hot
-INSERT INTO wharf_model.action_key (idempotency_key, action_id, content_digest)
-SELECT 'key-' || u, id, sha256(convert_to(u, 'UTF8')) FROM model_gen ORDER BY ord;
-INSERT INTO wharf_model.ended (id, kind, tenant_id, project_id, lane_key, idempotency_key,
-                               content_digest, at_most_once, instance_level, state, stop_reason,
-                               epoch, attempt, max_attempts, subject_account_id, run_at,
-                               expires_at, write_started_at, created_at, ended_at)
-SELECT id, 'email.send', 'tenant-1', 'project-1', 'lane-' || u, 'key-' || u,
-       sha256(convert_to(u, 'UTF8')), false, false, 'DONE', 'DONE', 1, 1, 5, NULL,
-       now() - interval '1 day', NULL, now() - interval '1 day', now() - interval '1 day',
-       now() - interval '1 day'
-  FROM model_gen WHERE ended ORDER BY ord;
-INSERT INTO wharf_model.hot_live (id, kind, tenant_id, project_id, lane_key, idempotency_key,
-                                  content_digest, at_most_once, instance_level, state,
-                                  max_attempts, payload, subject_account_id, run_at, expires_at,
-                                  created_at)
-SELECT id, 'email.send', 'tenant-1', 'project-1', 'lane-' || u, 'key-' || u,
-       sha256(convert_to(u, 'UTF8')), false, false, 'ADMITTED', 5,
-       jsonb_build_object('to', 'user-' || u || '@example.com', 'template', 'welcome',
-                          'locale', 'en',
-                          'vars', '{"name": "Ada Lovelace", "plan": "pro", "trial_days": 14}'::jsonb),
-       NULL, now() - interval '1 second', NULL, now() - interval '1 second'
-  FROM model_gen WHERE NOT ended ORDER BY ord;
 INSERT INTO wharf_model.hot_ready (id, kind, run_at, lane_key)
 SELECT id, kind, run_at, lane_key FROM wharf_model.hot_live ORDER BY id;
 \endif
