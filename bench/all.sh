@@ -120,15 +120,19 @@ run ceiling "$wharf" bench ceiling --clients 10,32 --seconds "$csec" --runs "$lr
 # The outbox goals, as the hot-path issue states them: wharf with its defaults (only the
 # concurrency set, the same for both) against Graphile Worker at its performance page's
 # configuration and at its defaults, with one lane per action and with 1,000 lanes (the bench's
-# adapter counts lane overlaps and out-of-order starts; any fails the run), and against the
-# pgbench ceiling of the minimal path with the same guarantees (claim_complete_batch: the claim is
-# the fence, as wharf runs a kind that is not at-most-once).
+# adapter counts lane overlaps and out-of-order starts; any fails the run), and against two
+# pgbench ceilings. With the performance-page comparison, the ceiling with the same guarantees:
+# wharf's own table and claim and completion shapes driven by pgbench (the model's inplace
+# drain), at 2 clients: wharf's shape, and the fastest of 2, 4, 8 and 24 (one run each, 2026-12-07).
+# With the defaults comparison, the minimal path (claim_complete_batch on pgbench/setup.sql's
+# table, the claim as the fence) at 24 clients, as earlier sittings measured it.
 perf='--local-queue-size 500 --complete-batch-delay 0'
 run compare-w24-perf "$here/compare.sh" --wharf "$wharf" --n "$n" --workers 24 --rounds "$rounds" \
-    --ceiling-seconds "$csec" --ceiling-script claim_complete_batch --ceiling-batch 100 \
+    --ceiling-seconds "$csec" --ceiling-script model --ceiling-clients 2 --ceiling-batch 100 \
     --graphile-args "$perf" --out "$out/compare-w24-perf.jsonl"
 run compare-w10-defaults "$here/compare.sh" --wharf "$wharf" --n "$n" --workers 10 --rounds "$rounds" \
-    --ceiling-seconds 0 --out "$out/compare-w10-defaults.jsonl"
+    --ceiling-seconds "$csec" --ceiling-script claim_complete_batch --ceiling-batch 100 \
+    --ceiling-clients 24 --out "$out/compare-w10-defaults.jsonl"
 run compare-w24-lanes1000 "$here/compare.sh" --wharf "$wharf" --n "$n" --workers 24 --rounds "$rounds" \
     --ceiling-seconds 0 --wharf-args "--lanes 1000" --graphile-args "--queues 1000 $perf" \
     --out "$out/compare-w24-lanes1000.jsonl"

@@ -18,9 +18,14 @@
 #   --ceiling-script NAME claim_fence_complete (one action per step, as an unbatched executor)
 #                         or claim_fence_complete_batch (--ceiling-batch actions per step), or
 #                         claim_complete_batch (the same with the claim as the fence, as wharf
-#                         runs a kind that is not at-most-once)
+#                         runs a kind that is not at-most-once), all three on the minimal table
+#                         of pgbench/setup.sql; or model: wharf's own table (every column,
+#                         CHECK, index and trigger WHEN) and claim and completion shapes, drained
+#                         by pgbench (pgbench/model.sh --variants inplace --drain), the ceiling
+#                         with the same guarantees
 #                         [claim_fence_complete]
-#   --ceiling-batch B     actions per step for the batch script, 1..100 [100]
+#   --ceiling-batch B     actions per step for the batch scripts and the model, 1..100 [100]
+#   --ceiling-clients C   pgbench clients for the ceiling [--workers]
 #   --wharf PATH          the wharf binary [target/release/wharf]
 #   --wharf-args "…"      more flags for `wharf bench outbox` (e.g. "--lanes 1000")
 #   --graphile-args "…"   more flags for drain.mjs (e.g. "--local-queue-size 50
@@ -50,6 +55,7 @@ rounds=5
 ceiling_seconds=10
 ceiling_script=claim_fence_complete
 ceiling_batch=100
+ceiling_clients=""
 wharf="$root/target/release/wharf"
 wharf_args=""
 graphile_args=""
@@ -64,6 +70,7 @@ while [[ $# -gt 0 ]]; do
         --ceiling-seconds) ceiling_seconds="${2:?}"; shift 2 ;;
         --ceiling-script) ceiling_script="${2:?}"; shift 2 ;;
         --ceiling-batch) ceiling_batch="${2:?}"; shift 2 ;;
+        --ceiling-clients) ceiling_clients="${2:?}"; shift 2 ;;
         --wharf) wharf="${2:?}"; shift 2 ;;
         --wharf-args) wharf_args="${2?}"; shift 2 ;;
         --graphile-args) graphile_args="${2?}"; shift 2 ;;
@@ -82,10 +89,16 @@ is_int "$rounds" 1 100 || die "--rounds must be 1..100"
 is_int "$ceiling_seconds" 0 3600 || die "--ceiling-seconds must be 0..3600"
 is_int "$round_timeout" 1 86400 || die "--round-timeout must be 1..86400"
 is_int "$ceiling_batch" 1 100 || die "--ceiling-batch must be 1..100"
+: "${ceiling_clients:=$workers}"
+is_int "$ceiling_clients" 1 1000 || die "--ceiling-clients must be 1..1000"
 case "$ceiling_script" in
-    claim_fence_complete|claim_fence_complete_batch|claim_complete_batch) ;;
-    *) die "--ceiling-script must be claim_fence_complete, claim_fence_complete_batch or claim_complete_batch" ;;
+    claim_fence_complete|claim_fence_complete_batch|claim_complete_batch|model) ;;
+    *) die "--ceiling-script must be claim_fence_complete, claim_fence_complete_batch, claim_complete_batch or model" ;;
 esac
+# What the summary calls the ceiling: the script, and its batch where it has one.
+ceiling_name="$ceiling_script"
+[[ $ceiling_script == claim_fence_complete ]] || ceiling_name+=" batch=$ceiling_batch"
+ceiling_name+=" clients=$ceiling_clients"
 command -v node >/dev/null || die "node is needed (Node 18 or newer) for Graphile Worker"
 [[ -x "$wharf" ]] || die "no wharf binary at $wharf (cargo build --release -p wharf-cli, or --wharf PATH)"
 if ! "$wharf" bench outbox --help >/dev/null 2>&1; then
@@ -201,7 +214,7 @@ measure() {
 wharf_rates=(); graphile_rates=(); ceiling_rates=(); ratios_g=(); ratios_c=()
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 say "n=$n workers=$workers rounds=$rounds server=PostgreSQL $server_version cores=$(nproc) load=$load_start"
-(( ceiling_seconds == 0 )) || say "ceiling: $ceiling_script$([[ $ceiling_script == *batch ]] && echo " batch=$ceiling_batch"), ${ceiling_seconds} s per round"
+(( ceiling_seconds == 0 )) || say "ceiling: $ceiling_name, ${ceiling_seconds} s per round"
 for round in $(seq 1 "$rounds"); do
     # shellcheck disable=SC2086 # the extra args are meant to split into flags
     # --runs 1: this script does the rounds; --ceiling-seconds 0: and the ceiling (below).
@@ -223,11 +236,23 @@ for round in $(seq 1 "$rounds"); do
         "$round" "$rounds" "$w" "$g" "$ratio_g")"
 
     if (( ceiling_seconds > 0 )); then
-        c_out="$(measure "pgbench ceiling" env DATABASE_URL="$url" "$here/pgbench/run.sh" \
-            --script "$ceiling_script" --batch "$ceiling_batch" --seconds "$ceiling_seconds" \
-            --clients "$workers")"
+        if [[ $ceiling_script == model ]]; then
+            # A backlog the run cannot exhaust (past its end claims come back empty), and a
+            # head window every client's claim fits in (model.sh's rule for --scan).
+            c_out="$(measure "pgbench model ceiling" env DATABASE_URL="$url" \
+                "$here/pgbench/model.sh" --variants inplace --drain --rounds 1 \
+                --seconds "$ceiling_seconds" --clients "$ceiling_clients" --batch "$ceiling_batch" \
+                --rows "$(( 60000 * ceiling_seconds ))" \
+                --scan "$(( ceiling_clients * ceiling_batch > 1000 ? ceiling_clients * ceiling_batch : 1000 ))")"
+            # The run's own line (the last one is model.sh's summary).
+            c_out="$(printf '%s\n' "$c_out" | grep '"variant"')"
+        else
+            c_out="$(measure "pgbench ceiling" env DATABASE_URL="$url" "$here/pgbench/run.sh" \
+                --script "$ceiling_script" --batch "$ceiling_batch" --seconds "$ceiling_seconds" \
+                --clients "$ceiling_clients")"
+        fi
         record "$c_out"
-        c="$(field "$c_out" jobs_per_second)" || die "run.sh printed no jobs_per_second: $c_out"
+        c="$(field "$c_out" jobs_per_second)" || die "the ceiling printed no jobs_per_second: $c_out"
         ceiling_rates+=("$c")
         ratio_c="$(node -e 'console.log((process.argv[1] / process.argv[2]).toFixed(3))' "$w" "$c")"
         ratios_c+=("$ratio_c")
@@ -268,6 +293,6 @@ node -e '
     console.log(JSON.stringify(summary));
 ' "$n" "$workers" "$rounds" "$server_version" "$(nproc)" "$load_start" "$load_end" \
     "$wharf_args" "$graphile_args" \
-    "$( (( ceiling_seconds == 0 )) || { echo -n "$ceiling_script"; [[ $ceiling_script == *batch ]] && echo -n " batch=$ceiling_batch"; } )" \
+    "$( (( ceiling_seconds == 0 )) || echo -n "$ceiling_name")" \
     "$(json_list "${wharf_rates[@]}")" "$(json_list "${graphile_rates[@]}")" \
     "$(json_list "${ceiling_rates[@]}")" "$(json_list "${ratios_g[@]}")" "$(json_list "${ratios_c[@]}")"
