@@ -152,7 +152,8 @@ else
     [[ "$(id -un)" == "$owner" ]] || as_owner=(runuser -u "$owner" --)
     bin="$(pg_bin_dir)"
     if "${as_owner[@]}" "$bin/pg_ctl" status -D "$pgdata" >/dev/null 2>&1; then
-        # Someone runs it already (a `wharf serve`?): use it, leave it running.
+        # A wharf process holds it (a `wharf serve`): use it, leave it running. (One started
+        # by hand was adopted as an orphan and stopped by the `wharf migrate` above.)
         port="$(sed -n 4p "$pgdata/postmaster.pid")"
     else
         socket="$cluster/run"
