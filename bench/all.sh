@@ -122,8 +122,8 @@ run ceiling "$wharf" bench ceiling --clients 10,32 --seconds "$csec" --runs "$lr
 # configuration and at its defaults, with one lane per action and with 1,000 lanes (the bench's
 # adapter counts lane overlaps and out-of-order starts; any fails the run), and against two
 # pgbench ceilings. With the performance-page comparison, the ceiling with the same guarantees:
-# wharf's own table and claim and completion shapes driven by pgbench (the model's inplace
-# drain), at 2 clients: wharf's shape, and the fastest of 2, 4, 8 and 24 (one run each, 2026-12-07).
+# wharf's own tables and claim and completion shapes driven by pgbench (the model's moved
+# drain, the layout of migration 0060), at 2 clients: wharf's shape, and the fastest of 2, 4, 8 and 24 (one run each, 2026-12-07).
 # With the defaults comparison, the minimal path (claim_complete_batch on pgbench/setup.sql's
 # table, the claim as the fence) at 24 clients, as earlier sittings measured it.
 perf='--local-queue-size 500 --complete-batch-delay 0'

@@ -21,8 +21,8 @@
 #                         runs a kind that is not at-most-once), all three on the minimal table
 #                         of pgbench/setup.sql; or model: wharf's own table (every column,
 #                         CHECK, index and trigger WHEN) and claim and completion shapes, drained
-#                         by pgbench (pgbench/model.sh --variants inplace --drain), the ceiling
-#                         with the same guarantees
+#                         by pgbench (pgbench/model.sh --variants moved --drain: the layout of
+#                         migration 0060), the ceiling with the same guarantees
 #                         [claim_fence_complete]
 #   --ceiling-batch B     actions per step for the batch scripts and the model, 1..100 [100]
 #   --ceiling-clients C   pgbench clients for the ceiling [--workers; 2 for model, the fastest
@@ -245,7 +245,7 @@ for round in $(seq 1 "$rounds"); do
             # A backlog the run cannot exhaust (past its end claims come back empty), and a
             # head window every client's claim fits in (model.sh's rule for --scan).
             c_out="$(measure "pgbench model ceiling" env DATABASE_URL="$url" \
-                "$here/pgbench/model.sh" --variants inplace --drain --rounds 1 \
+                "$here/pgbench/model.sh" --variants moved --drain --rounds 1 \
                 --seconds "$ceiling_seconds" --clients "$ceiling_clients" --batch "$ceiling_batch" \
                 --rows "$(( 60000 * ceiling_seconds ))" \
                 --scan "$(( ceiling_clients * ceiling_batch > 1000 ? ceiling_clients * ceiling_batch : 1000 ))")"

@@ -34,8 +34,9 @@
 #   --batch B     actions per step, 1..100 (wharf's claim maximum) [100]
 #   --rounds R    rounds of every variant [3]
 #   --variants V  inplace, then any of moved, hot, parted in that order (inplace,moved;
-#                 inplace,moved,hot,parted; ...). inplace alone is wharf's own table and
-#                 statement shapes driven by pgbench, the full-fidelity ceiling bench/compare.sh
+#                 inplace,moved,hot,parted; ...), or moved alone. inplace is wharf's table and
+#                 statement shapes before migration 0060, moved those 0060 built (live, ended
+#                 and key tables): moved alone is the full-fidelity ceiling bench/compare.sh
 #                 measures with --ceiling-script model. parted (--drain only) is inplace's table
 #                 partitioned by state (model_parted_setup.sql), its script model_inplace.sql
 #                 with the state named where partitions can be pruned by it [inplace,moved]
@@ -95,8 +96,8 @@ is_int "$rows" 1 100000000 || die "--rows must be 1..100000000"
 is_int "$history" 0 100000000 || die "--history must be 0..100000000"
 is_int "$scan" 1 1000000 || die "--scan must be 1..1000000"
 is_int "$fillfactor" 10 100 || die "--fillfactor must be 10..100"
-[[ "$variants" =~ ^inplace(,moved)?(,hot)?(,parted)?$ ]] \
-    || die "--variants must be inplace, then any of moved, hot, parted in that order"
+[[ "$variants" =~ ^(inplace(,moved)?(,hot)?(,parted)?|moved)$ ]] \
+    || die "--variants must be moved alone, or inplace then any of moved, hot, parted in that order"
 IFS=, read -r -a variant_list <<<"$variants"
 [[ "$variants" != *parted* ]] || (( drain )) \
     || die "parted models a drain only (it has no unique idempotency key to enqueue against): add --drain"
@@ -245,7 +246,7 @@ for (( round = 1; round <= rounds; round++ )); do
         jps="$(awk -v t="$tps" -v d="$drained" -v n="$transactions" 'BEGIN { printf "%.3f", t * d / n }')"
         mean_claim="$(awk -v d="$drained" -v n="$transactions" 'BEGIN { printf "%.2f", d / n }')"
         jps_of[$variant]+="$jps "
-        if [[ "$variant" != inplace ]]; then
+        if [[ "$variant" != inplace && -n "${inplace_round:-}" ]]; then
             ratios_of[$variant]+="$(awk -v m="$jps" -v i="$inplace_round" 'BEGIN { printf "%.4f", m / i }') "
         else
             inplace_round="$jps"
@@ -263,7 +264,7 @@ fields=""
 for variant in "${variant_list[@]}"; do
     # shellcheck disable=SC2086 # the lists are space-separated numbers
     fields+="$(printf ',"median_%s_jobs_per_second":%s' "$variant" "$(median ${jps_of[$variant]})")"
-    if [[ "$variant" != inplace ]]; then
+    if [[ "$variant" != inplace && -n "${ratios_of[$variant]:-}" ]]; then
         # shellcheck disable=SC2086
         fields+="$(printf ',"ratios_%s_over_inplace":[%s],"median_ratio_%s_over_inplace":%s' \
             "$variant" "$(join ${ratios_of[$variant]})" "$variant" "$(median ${ratios_of[$variant]})")"

@@ -556,46 +556,66 @@ async fn ceilings(
 /// nothing but benchmark rows, checked at open) a TRUNCATE does it at once.
 pub(crate) async fn clean(pool: &PgPool, shared: bool, keep_backlog: bool) -> anyhow::Result<()> {
     if !shared && !keep_backlog {
-        sqlx::query("TRUNCATE wharf.action").execute(pool).await?;
+        sqlx::query("TRUNCATE wharf.action_live, wharf.action_ended, wharf.action_key")
+            .execute(pool)
+            .await?;
     } else {
-        // Ended rows through the ended-at index, then anything else that is not kept
+        // Ended rows (with their keys), then anything live that is not kept
         // backlog. Without `keep_backlog` the backlog goes too, as the sweep asks at its end;
         // a shared database used to keep it whatever was asked, leaving a due backlog of the
         // bench's own kind in front of the next command's actions.
         for statement in [
-            "DELETE FROM wharf.action WHERE id IN (SELECT id FROM wharf.action
-              WHERE ended_at IS NOT NULL AND kind LIKE 'bench.%' LIMIT $1)",
-            "DELETE FROM wharf.action WHERE id IN (SELECT id FROM wharf.action
-              WHERE ended_at IS NULL AND kind LIKE 'bench.%'
-                AND NOT ($2 AND idempotency_key LIKE 'bench:backlog:%' AND state = 'ADMITTED')
-              LIMIT $1)",
+            "WITH gone AS (
+                 DELETE FROM wharf.action_ended WHERE id IN (SELECT id FROM wharf.action_ended
+                  WHERE kind LIKE 'bench.%' LIMIT $1)
+                 RETURNING id, idempotency_key),
+              keys AS (DELETE FROM wharf.action_key k USING gone g
+                        WHERE k.idempotency_key = g.idempotency_key AND k.action_id = g.id)
+              SELECT count(*) FROM gone",
+            "WITH gone AS (
+                 DELETE FROM wharf.action_live WHERE id IN (SELECT id FROM wharf.action_live
+                  WHERE kind LIKE 'bench.%'
+                    AND NOT ($2 AND idempotency_key LIKE 'bench:backlog:%' AND state = 'ADMITTED')
+                  LIMIT $1)
+                 RETURNING id, idempotency_key),
+              keys AS (DELETE FROM wharf.action_key k USING gone g
+                        WHERE k.idempotency_key = g.idempotency_key AND k.action_id = g.id)
+              SELECT count(*) FROM gone",
         ] {
             // Bounded: a table of 100 M rows is 10 000 batches.
             for _ in 0..10_000 {
-                let mut query = sqlx::query(statement).bind(CLEAN_BATCH);
+                let mut query = sqlx::query_scalar::<_, i64>(statement).bind(CLEAN_BATCH);
                 if statement.contains("$2") {
                     query = query.bind(keep_backlog);
                 }
-                let deleted = query.execute(pool).await?.rows_affected();
-                if deleted < CLEAN_BATCH as u64 {
+                let deleted = query.fetch_one(pool).await?;
+                if deleted < CLEAN_BATCH {
                     break;
                 }
             }
         }
     }
-    sqlx::query("VACUUM wharf.action").execute(pool).await?;
+    sqlx::query("VACUUM wharf.action_live, wharf.action_ended, wharf.action_key")
+        .execute(pool)
+        .await?;
     Ok(())
 }
 
 async fn analyze(pool: &PgPool) -> anyhow::Result<()> {
-    sqlx::query("ANALYZE wharf.action").execute(pool).await?;
+    sqlx::query("ANALYZE wharf.action_live, wharf.action_ended, wharf.action_key")
+        .execute(pool)
+        .await?;
     Ok(())
 }
 
 async fn table_mib(pool: &PgPool) -> anyhow::Result<f64> {
-    let bytes: i64 = sqlx::query_scalar("SELECT pg_total_relation_size('wharf.action')")
-        .fetch_one(pool)
-        .await?;
+    let bytes: i64 = sqlx::query_scalar(
+        "SELECT pg_total_relation_size('wharf.action_live')
+                + pg_total_relation_size('wharf.action_ended')
+                + pg_total_relation_size('wharf.action_key')",
+    )
+    .fetch_one(pool)
+    .await?;
     Ok(bytes as f64 / (1024.0 * 1024.0))
 }
 
@@ -675,7 +695,7 @@ async fn enqueue(
 async fn top_up(bench: &Bench, target: u64, tag: &str) -> anyhow::Result<()> {
     let args = &bench.args;
     let have: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM wharf.action
+        "SELECT count(*) FROM wharf.action_live
           WHERE kind = $1 AND state = 'ADMITTED' AND idempotency_key LIKE 'bench:backlog:%'",
     )
     .bind(KIND)
@@ -722,7 +742,7 @@ async fn top_up(bench: &Bench, target: u64, tag: &str) -> anyhow::Result<()> {
     )
     .await?;
     bar.finish_and_clear();
-    sqlx::query("VACUUM ANALYZE wharf.action")
+    sqlx::query("VACUUM ANALYZE wharf.action_live, wharf.action_key")
         .execute(&bench.pool)
         .await?;
     Ok(())

@@ -24,14 +24,11 @@ const ENQUEUE_BATCH: usize = 100;
 
 /// Actions not ended yet, or `None` while the database does not answer.
 async fn unended(pool: &PgPool) -> Option<u64> {
-    sqlx::query_scalar::<_, i64>(
-        "SELECT count(*) FROM wharf.action
-          WHERE state NOT IN ('DONE', 'UNCERTAIN', 'FAILED', 'CANCELLED')",
-    )
-    .fetch_one(pool)
-    .await
-    .ok()
-    .map(|n| n as u64)
+    sqlx::query_scalar::<_, i64>("SELECT count(*) FROM wharf.action_live")
+        .fetch_one(pool)
+        .await
+        .ok()
+        .map(|n| n as u64)
 }
 
 /// The lanes: emails (at-most-once), webhooks to a receiver that does not deduplicate, and

@@ -56,7 +56,7 @@ pub(crate) async fn sample(shared: Arc<Shared>, pool: PgPool) {
                     count(*) FILTER (WHERE lease_expires_at < now()),
                     COALESCE(EXTRACT(EPOCH FROM now() - min(lease_expires_at)
                              FILTER (WHERE lease_expires_at < now())) * 1000, 0)::bigint
-               FROM wharf.action WHERE state = 'EXECUTING'",
+               FROM wharf.action_live WHERE state = 'EXECUTING'",
         )
         .fetch_one(&pool)
         .await;
@@ -87,12 +87,9 @@ pub(crate) async fn settle(
     let mut last = i64::MAX;
     let mut still = 0;
     loop {
-        let open: Result<i64, _> = sqlx::query_scalar(
-            "SELECT count(*) FROM wharf.action
-              WHERE state NOT IN ('DONE', 'UNCERTAIN', 'FAILED', 'CANCELLED')",
-        )
-        .fetch_one(pool)
-        .await;
+        let open: Result<i64, _> = sqlx::query_scalar("SELECT count(*) FROM wharf.action_live")
+            .fetch_one(pool)
+            .await;
         if let Ok(open) = open {
             if open == 0 && shared.enqueued.load(Ordering::Relaxed) > 0 {
                 return Ok(());

@@ -294,7 +294,7 @@ async fn show_left(pool: sqlx::PgPool, spinner: indicatif::ProgressBar) {
     let mut total: i64 = 0;
     loop {
         let left: Result<i64, _> = sqlx::query_scalar(
-            "SELECT count(*) FROM wharf.action WHERE state IN ('ADMITTED', 'EXECUTING')",
+            "SELECT count(*) FROM wharf.action_live WHERE state IN ('ADMITTED', 'EXECUTING')",
         )
         .fetch_one(&pool)
         .await;

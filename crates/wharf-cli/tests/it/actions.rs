@@ -23,7 +23,7 @@ async fn enqueue(db: &wharf_testkit::TestDb, body: &str) {
     // The binary's own HTTP path is covered elsewhere; here a row is enough, written as an
     // application would, through SQL the test controls.
     sqlx::query(
-        "INSERT INTO wharf.action (kind, tenant_id, project_id, lane_key, idempotency_key,
+        "INSERT INTO wharf.action_live (kind, tenant_id, project_id, lane_key, idempotency_key,
                                    content_digest, at_most_once, instance_level, state,
                                    max_attempts, payload, run_at)
          VALUES ($1, 'acme', 'p1', $2, $2, sha256($2::bytea), $1 = 'email', $1 = 'email',

@@ -533,26 +533,18 @@ async fn restore_refuses_while_a_worker_uses_the_database() {
 #[tokio::test]
 async fn verify_fails_loudly_on_a_broken_invariant() {
     let db = wharf_testkit::TestDb::new().await;
-    let mut conn = db.pool.acquire().await.unwrap();
-    sqlx::query("SET session_replication_role = replica")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    sqlx::query("ALTER TABLE wharf.action DROP CONSTRAINT ck_action_ended")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    // An action written behind wharf's back without its key row (0060): a second enqueue of
+    // its key would not be refused.
     sqlx::query(
-        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
-                                   at_most_once, instance_level, state, stop_reason, max_attempts,
-                                   payload, run_at, ended_at)
+        "INSERT INTO wharf.action_live (kind, tenant_id, lane_key, idempotency_key, content_digest,
+                                        at_most_once, instance_level, state, max_attempts,
+                                        payload, run_at)
          VALUES ('noop', 't', 'lane', 'k1', decode(repeat('00', 32), 'hex'), false, false,
-                 'DONE', 'DONE', 3, '{\"secret\": 1}', now(), now())",
+                 'ADMITTED', 3, '{\"secret\": 1}', now())",
     )
-    .execute(&mut *conn)
+    .execute(&db.pool)
     .await
     .unwrap();
-    drop(conn);
     let out = wharf()
         .args(["verify"])
         .env("DATABASE_URL", db.url())
@@ -560,8 +552,5 @@ async fn verify_fails_loudly_on_a_broken_invariant() {
         .unwrap();
     assert!(!out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("FAIL ended_action_with_payload"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("FAIL action_without_key"), "{stdout}");
 }

@@ -483,7 +483,7 @@ async fn retention_and_drain_say_what_they_did() {
     let cwd = tempfile::tempdir().unwrap();
     // An email to the embedded default (an .eml file under the data dir).
     sqlx::query(
-        "INSERT INTO wharf.action (kind, tenant_id, project_id, lane_key, idempotency_key,
+        "INSERT INTO wharf.action_live (kind, tenant_id, project_id, lane_key, idempotency_key,
                                    content_digest, at_most_once, instance_level, state,
                                    max_attempts, payload, run_at)
          VALUES ('email', NULL, NULL, 'r1', 'r1', sha256('r1'::bytea), true, true, 'ADMITTED', 2,

@@ -28,7 +28,7 @@ fn json(stdout: &str) -> Value {
 /// An admitted webhook action, written as an application would.
 async fn admitted(db: &wharf_testkit::TestDb, key: &str) -> i64 {
     sqlx::query_scalar(
-        "INSERT INTO wharf.action (kind, tenant_id, project_id, lane_key, idempotency_key,
+        "INSERT INTO wharf.action_live (kind, tenant_id, project_id, lane_key, idempotency_key,
                                    content_digest, at_most_once, instance_level, state,
                                    max_attempts, payload, run_at)
          VALUES ('webhook', 'acme', 'p1', $1, $1, sha256($1::bytea), false, false, 'ADMITTED',
@@ -60,18 +60,35 @@ async fn cancel_resolve_and_audit_from_the_command_line() {
     let url = db.url();
     let live = admitted(&db, "live").await;
     let doubt = admitted(&db, "doubt").await;
-    for sql in [
-        "UPDATE wharf.action SET state = 'EXECUTING', epoch = epoch + 1,
+    sqlx::query(
+        "UPDATE wharf.action_live SET state = 'EXECUTING', epoch = epoch + 1,
                 lease_expires_at = now() + interval '1 minute' WHERE id = $1",
-        "UPDATE wharf.action SET state = 'UNCERTAIN', stop_reason = 'UNCERTAIN_PROVIDER',
-                payload = NULL, ended_at = now() WHERE id = $1",
-    ] {
-        sqlx::query(sql)
-            .bind(doubt)
-            .execute(&db.pool)
-            .await
-            .unwrap();
-    }
+    )
+    .bind(doubt)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    // Ended in doubt: moved from wharf.action_live to wharf.action_ended, as the executor does.
+    sqlx::query(
+        "WITH gone AS (DELETE FROM wharf.action_live WHERE id = $1 RETURNING *)
+         INSERT INTO wharf.action_ended (id, kind, tenant_id, project_id, lane_key, idempotency_key,
+                                         content_digest, at_most_once, instance_level, state,
+                                         stop_reason, epoch, attempt, max_attempts, subject_account_id,
+                                         run_at, expires_at, write_started_at, readback_ref, error_code,
+                                         created_at, ended_at)
+         SELECT id, kind, tenant_id, project_id, lane_key, idempotency_key, content_digest,
+                at_most_once, instance_level, $2, $3, epoch, attempt, max_attempts,
+                subject_account_id, run_at, expires_at, write_started_at, readback_ref, $4, created_at,
+                now()
+           FROM gone",
+    )
+    .bind(doubt)
+    .bind("UNCERTAIN")
+    .bind("UNCERTAIN_PROVIDER")
+    .bind(None::<String>)
+    .execute(&db.pool)
+    .await
+    .unwrap();
 
     // Refusals first: each names the rule and changes nothing.
     let before = snapshot(&db).await;

@@ -12,7 +12,7 @@ use crate::support::{Forwarder, Forwarding, Log, Server, free_port, http, repoin
 /// An email action written as an application would, through SQL.
 async fn enqueue_email(db: &wharf_testkit::TestDb, key: &str) {
     sqlx::query(
-        "INSERT INTO wharf.action (kind, tenant_id, project_id, lane_key, idempotency_key,
+        "INSERT INTO wharf.action_live (kind, tenant_id, project_id, lane_key, idempotency_key,
                                    content_digest, at_most_once, instance_level, state,
                                    max_attempts, payload, run_at)
          VALUES ('email', NULL, NULL, $1, $1, sha256($1::bytea), true, true, 'ADMITTED', 2,

@@ -128,7 +128,7 @@ async fn install_commit_trigger(db: &TestDb) {
            END IF;
            RETURN NULL;
          END $$",
-        "CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON wharf.action
+        "CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON wharf.action_live
          DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.at_commit()",
     ] {
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))

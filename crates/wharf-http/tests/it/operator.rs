@@ -66,16 +66,37 @@ async fn enqueue(base: &str, key: &str) -> i64 {
     body["id"].as_i64().unwrap()
 }
 
-/// Makes an action UNCERTAIN the way an executor would: claimed, then ended in doubt.
+/// Makes an action UNCERTAIN the way an executor would: claimed, then ended in doubt (an
+/// ending moves the row from wharf.action_live to wharf.action_ended).
 async fn make_uncertain(pool: &sqlx::PgPool, id: i64) {
-    for sql in [
-        "UPDATE wharf.action SET state = 'EXECUTING', epoch = epoch + 1,
+    sqlx::query(
+        "UPDATE wharf.action_live SET state = 'EXECUTING', epoch = epoch + 1,
                 lease_expires_at = now() + interval '1 minute' WHERE id = $1",
-        "UPDATE wharf.action SET state = 'UNCERTAIN', stop_reason = 'UNCERTAIN_PROVIDER',
-                payload = NULL, ended_at = now(), error_code = 'timeout' WHERE id = $1",
-    ] {
-        sqlx::query(sql).bind(id).execute(pool).await.unwrap();
-    }
+    )
+    .bind(id)
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "WITH gone AS (DELETE FROM wharf.action_live WHERE id = $1 RETURNING *)
+         INSERT INTO wharf.action_ended (id, kind, tenant_id, project_id, lane_key, idempotency_key,
+                                         content_digest, at_most_once, instance_level, state,
+                                         stop_reason, epoch, attempt, max_attempts, subject_account_id,
+                                         run_at, expires_at, write_started_at, readback_ref, error_code,
+                                         created_at, ended_at)
+         SELECT id, kind, tenant_id, project_id, lane_key, idempotency_key, content_digest,
+                at_most_once, instance_level, $2, $3, epoch, attempt, max_attempts,
+                subject_account_id, run_at, expires_at, write_started_at, readback_ref, $4, created_at,
+                now()
+           FROM gone",
+    )
+    .bind(id)
+    .bind("UNCERTAIN")
+    .bind("UNCERTAIN_PROVIDER")
+    .bind("timeout")
+    .execute(pool)
+    .await
+    .unwrap();
 }
 
 /// Row counts of every table and the text of every action row.

@@ -1,2 +1,2 @@
--- The action holding idempotency key $1, if any (the unique index answers it).
-SELECT id FROM wharf.action WHERE idempotency_key = $1
+-- The action of one idempotency key, live or ended (its key row, 0060).
+SELECT action_id FROM wharf.action_key WHERE idempotency_key = $1

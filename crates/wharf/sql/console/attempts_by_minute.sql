@@ -14,14 +14,14 @@
 SELECT date_trunc('minute', at) AS minute, count(*) AS n
 FROM (
     (SELECT coalesce(write_started_at, ended_at) AS at, attempt
-     FROM wharf.action
+     FROM wharf.action_ended
      WHERE ended_at IS NOT NULL
        AND ended_at > coalesce($2::timestamptz, now()) - interval '1 hour'
      ORDER BY ended_at DESC
      LIMIT $1)
     UNION ALL
     (SELECT write_started_at AS at, attempt
-     FROM wharf.action
+     FROM wharf.action_live
      WHERE lease_expires_at IS NOT NULL
        AND state = 'EXECUTING'
      ORDER BY lease_expires_at DESC

@@ -8,7 +8,7 @@
 -- (first unstarted action) and its holder (its executing action): two index probes a lane.
 -- $4 timestamptz "now" for tests (NULL: the database clock).
 WITH sample AS (
-    SELECT lane_key, kind, tenant_id FROM wharf.action
+    SELECT lane_key, kind, tenant_id FROM wharf.action_live
     WHERE state IN ('PROPOSED', 'ADMITTED') AND ($3::text IS NULL OR lane_key = $3)
     ORDER BY lane_key, id
     LIMIT $1
@@ -25,8 +25,8 @@ SELECT l.lane_key, l.depth,
        h.write_started_at AS holder_write_started_at,
        coalesce($4::timestamptz, now()) AS now
 FROM lanes l
-JOIN LATERAL (SELECT id, kind, state, run_at FROM wharf.action
+JOIN LATERAL (SELECT id, kind, state, run_at FROM wharf.action_live
               WHERE lane_key = l.lane_key AND state IN ('PROPOSED', 'ADMITTED')
               ORDER BY id LIMIT 1) hd ON true
-LEFT JOIN wharf.action h ON h.lane_key = l.lane_key AND h.state = 'EXECUTING'
+LEFT JOIN wharf.action_live h ON h.lane_key = l.lane_key AND h.state = 'EXECUTING'
 ORDER BY l.depth DESC, l.lane_key

@@ -3,7 +3,7 @@
 -- actions end. $2 timestamptz "now" for tests (NULL: the database clock).
 SELECT date_trunc('minute', ended_at) AS minute, state, stop_reason, kind, count(*) AS n
 FROM (SELECT ended_at, state, stop_reason, kind
-      FROM wharf.action
+      FROM wharf.action_ended
       WHERE ended_at IS NOT NULL
         AND ended_at > coalesce($2::timestamptz, now()) - interval '1 hour'
       ORDER BY ended_at DESC

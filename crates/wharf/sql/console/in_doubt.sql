@@ -4,7 +4,7 @@
 WITH w AS (
     SELECT id, kind, tenant_id, project_id, lane_key, idempotency_key, state, stop_reason,
            attempt, max_attempts, epoch, error_code, write_started_at, created_at, ended_at
-    FROM wharf.action
+    FROM wharf.action_ended
     WHERE ended_at IS NOT NULL
       AND ($2::timestamptz IS NULL OR (ended_at, id) < ($2::timestamptz, $3::bigint))
     ORDER BY ended_at DESC, id DESC

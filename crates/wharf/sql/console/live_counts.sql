@@ -4,9 +4,9 @@
 -- caller that read $1 rows shows the counts as lower bounds.
 SELECT state, kind, count(*) AS n
 FROM (
-    (SELECT state, kind FROM wharf.action WHERE state IN ('PROPOSED', 'ADMITTED') LIMIT $1)
+    (SELECT state, kind FROM wharf.action_live WHERE state IN ('PROPOSED', 'ADMITTED') LIMIT $1)
     UNION ALL
-    (SELECT state, kind FROM wharf.action WHERE state = 'EXECUTING' LIMIT $1)
+    (SELECT state, kind FROM wharf.action_live WHERE state = 'EXECUTING' LIMIT $1)
 ) live
 GROUP BY state, kind
 ORDER BY state, kind

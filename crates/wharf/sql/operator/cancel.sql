@@ -1,8 +1,24 @@
--- Cancels an unstarted action: PROPOSED or ADMITTED -> CANCELLED / OPERATOR. The row is locked
--- by action_lock.sql in the same transaction; the state condition repeats the decision so a
--- caller that skipped the lock still cannot cancel a claimed action.
+-- Cancels an unstarted action: PROPOSED or ADMITTED -> CANCELLED / OPERATOR, moved to
+-- wharf.action_ended (0060). The row is locked by action_lock.sql in the same transaction; the
+-- state condition repeats the decision so a caller that skipped the lock still cannot cancel a
+-- claimed action.
 -- $1: action id.
-UPDATE wharf.action
-   SET state = 'CANCELLED', stop_reason = 'OPERATOR', payload = NULL, ended_at = now()
- WHERE id = $1 AND state IN ('PROPOSED', 'ADMITTED')
+WITH gone AS (
+    DELETE FROM wharf.action_live a
+     WHERE a.id = $1 AND a.state IN ('PROPOSED', 'ADMITTED')
+    RETURNING a.id, a.kind, a.tenant_id, a.project_id, a.lane_key, a.idempotency_key,
+              a.content_digest, a.at_most_once, a.instance_level, a.epoch, a.attempt,
+              a.max_attempts, a.subject_account_id, a.run_at, a.expires_at, a.write_started_at,
+              a.readback_ref, a.error_code, a.created_at
+)
+INSERT INTO wharf.action_ended (id, kind, tenant_id, project_id, lane_key, idempotency_key,
+                                content_digest, at_most_once, instance_level, state, stop_reason,
+                                epoch, attempt, max_attempts, subject_account_id, run_at,
+                                expires_at, write_started_at, readback_ref, error_code,
+                                created_at, ended_at)
+SELECT g.id, g.kind, g.tenant_id, g.project_id, g.lane_key, g.idempotency_key,
+       g.content_digest, g.at_most_once, g.instance_level, 'CANCELLED', 'OPERATOR', g.epoch,
+       g.attempt, g.max_attempts, g.subject_account_id, g.run_at, g.expires_at,
+       g.write_started_at, g.readback_ref, g.error_code, g.created_at, now()
+  FROM gone g
 RETURNING id

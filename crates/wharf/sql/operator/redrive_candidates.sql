@@ -7,7 +7,7 @@
 -- $1 tenant, $2 project, $3 error code (NULL: any), $4 ended after (NULL: any time),
 -- $5 rows (<= 100).
 SELECT a.id, a.lane_key, a.max_attempts, a.error_code, e.destination_url, e.envelope, e.event_id
-  FROM wharf.action a
+  FROM wharf.action_ended a
   JOIN wharf.outbound_envelopes e ON e.action_id = a.id
  WHERE a.state = 'FAILED' AND a.kind = 'envelope' AND a.tenant_id = $1 AND a.project_id = $2
    AND ($3::text IS NULL OR a.error_code = $3)

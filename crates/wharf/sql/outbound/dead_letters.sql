@@ -5,7 +5,7 @@
 -- $1 tenant, $2 project, $3 cursor's ended_at (NULL: from the start), $4 cursor's id,
 -- $5 rows to return.
 SELECT id, kind, lane_key, idempotency_key, stop_reason, error_code, attempt, ended_at
-  FROM wharf.action
+  FROM wharf.action_ended
  WHERE state = 'FAILED' AND tenant_id = $1 AND project_id = $2
    AND (ended_at, id) > (coalesce($3::timestamptz, '-infinity'::timestamptz), coalesce($4::bigint, 0))
  ORDER BY ended_at, id

@@ -3,7 +3,7 @@
 -- guard refuses PROPOSED -> PROPOSED), so its departure must still promote the lane
 -- (0013_outbox_lane_wake_marks.sql).
 -- $1: action id.
-UPDATE wharf.action
+UPDATE wharf.action_live
    SET state = 'ADMITTED', wakes_lane = true
  WHERE id = $1 AND state = 'PROPOSED'
 RETURNING id

@@ -10,7 +10,7 @@
 -- $1 bigint[] action ids. $2 bigint[] the claims' epochs (same order).
 -- $3 bigint: fence margin in milliseconds.
 -- $4 timestamptz: "now" for tests; NULL means the database clock.
-UPDATE wharf.action a
+UPDATE wharf.action_live a
    SET write_started_at = coalesce(a.write_started_at, coalesce($4::timestamptz, now()))
   FROM unnest($1::bigint[], $2::bigint[]) AS f(id, epoch)
  WHERE a.id = ANY($1::bigint[]) AND a.id = f.id AND a.epoch = f.epoch

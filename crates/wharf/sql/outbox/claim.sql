@@ -48,7 +48,7 @@
 -- $6 text[]: the kinds whose claim records write_started_at (the claim is their fence).
 WITH reclaims AS (
     SELECT r.id, r.write_started_at IS NOT NULL AS was_started
-      FROM wharf.action r
+      FROM wharf.action_live r
      -- Walked in lease order on ix_action_lease: the state test is written so that no index on
      -- EXECUTING rows can serve it (with statistics from a quiet moment the planner took the
      -- lane index instead and read every running action per claim; 0014_outbox_lease_index.sql).
@@ -64,7 +64,7 @@ WITH reclaims AS (
 ),
 candidates AS MATERIALIZED (
     SELECT c.id
-      FROM wharf.action c
+      FROM wharf.action_live c
      WHERE c.state = 'ADMITTED' AND c.head_hint
        AND c.run_at <= (SELECT coalesce($3::timestamptz, now()))
        AND c.kind = ANY($4::text[])
@@ -101,12 +101,12 @@ heads AS (
       FROM candidates c
      CROSS JOIN LATERAL (
             SELECT h.id, h.write_started_at IS NOT NULL AS was_started
-              FROM wharf.action h
+              FROM wharf.action_live h
              WHERE h.id = c.id AND (h.state || '') = 'ADMITTED'
-               AND (SELECT 1 FROM wharf.action e
+               AND (SELECT 1 FROM wharf.action_live e
                      WHERE e.lane_key = h.lane_key AND e.state = 'EXECUTING'
                      ORDER BY e.lane_key LIMIT 1) IS NULL
-               AND (SELECT 1 FROM wharf.action p
+               AND (SELECT 1 FROM wharf.action_live p
                      WHERE (p.lane_key, p.id) < (h.lane_key, h.id) AND p.lane_key >= h.lane_key
                        AND p.state IN ('PROPOSED', 'ADMITTED')
                      ORDER BY p.lane_key DESC, p.id DESC LIMIT 1) IS NULL
@@ -119,7 +119,7 @@ picked AS (
     UNION ALL
     SELECT id, was_started FROM heads
 )
-UPDATE wharf.action a
+UPDATE wharf.action_live a
    SET state = 'EXECUTING',
        epoch = a.epoch + 1,
        attempt = a.attempt + 1,

@@ -47,7 +47,7 @@ candidates AS (
       FROM (SELECT a.id, a.lane_key, a.run_at, a.kind, a.tenant_id,
                    coalesce(((SELECT m FROM caps) ->> (a.kind || '/' || coalesce(a.tenant_id, '')))::integer,
                             ((SELECT m FROM caps) ->> a.kind)::integer) AS cap
-              FROM wharf.action a, clock
+              FROM wharf.action_live a, clock
              WHERE a.state = 'ADMITTED' AND a.head_hint AND a.run_at <= clock.now
                AND a.kind = ANY($4::text[])
                -- Past expiry only once a write started (see claim.sql).
@@ -62,11 +62,11 @@ candidates AS (
 heads AS (
     SELECT c.id, c.lane_key, c.run_at, c.kind, c.tenant_id, c.cap
       FROM candidates c
-     WHERE (SELECT 1 FROM wharf.action e
+     WHERE (SELECT 1 FROM wharf.action_live e
              WHERE e.lane_key = c.lane_key AND e.state = 'EXECUTING' LIMIT 1) IS NULL
        -- The lane named by a row comparison, as in claim.sql: with `p.lane_key = c.lane_key`
        -- a generic plan may walk the primary key below the head instead of the lane index.
-       AND (SELECT 1 FROM wharf.action p
+       AND (SELECT 1 FROM wharf.action_live p
              WHERE (p.lane_key, p.id) < (c.lane_key, c.id) AND p.lane_key >= c.lane_key
                AND p.state IN ('PROPOSED', 'ADMITTED')
              ORDER BY p.lane_key DESC, p.id DESC LIMIT 1) IS NULL
@@ -84,7 +84,7 @@ capped AS (
 ),
 reclaims AS (
     SELECT r.id, r.lane_key, r.lease_expires_at AS run_at, true AS reclaim
-      FROM wharf.action r, clock
+      FROM wharf.action_live r, clock
      -- As in claim.sql: lease order on ix_action_lease, never a walk of every running action.
      WHERE r.lease_expires_at IS NOT NULL AND r.lease_expires_at <= clock.now
        AND (r.state || '') = 'EXECUTING'
@@ -101,7 +101,7 @@ picked AS (
 ),
 locked AS (
     SELECT a.id, a.write_started_at IS NOT NULL AS was_started
-      FROM wharf.action a, clock
+      FROM wharf.action_live a, clock
      WHERE a.id IN (SELECT id FROM (SELECT id FROM picked
                                      ORDER BY reclaim DESC, run_at, id LIMIT $1) p)
        AND ((a.state = 'ADMITTED' AND a.run_at <= clock.now)
@@ -110,7 +110,7 @@ locked AS (
                 AND a.attempt < a.max_attempts))
        FOR UPDATE OF a SKIP LOCKED
 )
-UPDATE wharf.action a
+UPDATE wharf.action_live a
    SET state = 'EXECUTING',
        epoch = a.epoch + 1,
        attempt = a.attempt + 1,

@@ -74,7 +74,7 @@ WITH clock AS MATERIALIZED (
 -- What a claim scans (see claim.sql's candidates), less the kind filter.
 scanned AS MATERIALIZED (
     SELECT a.id, a.lane_key
-      FROM wharf.action a, clock
+      FROM wharf.action_live a, clock
      WHERE a.state = 'ADMITTED' AND a.head_hint AND a.run_at <= clock.now
        AND (a.expires_at IS NULL OR a.expires_at > clock.now
             OR a.write_started_at IS NOT NULL)
@@ -91,7 +91,7 @@ scanned AS MATERIALIZED (
 -- order: read forward from the lane's start, the first entry is the answer.
 pending AS MATERIALIZED (
     SELECT c.id, c.lane_key,
-           (SELECT p.id FROM wharf.action p
+           (SELECT p.id FROM wharf.action_live p
              WHERE p.lane_key >= c.lane_key AND p.lane_key <= c.lane_key
                AND (p.lane_key, p.id) < (c.lane_key, c.id)
                AND p.state IN ('PROPOSED', 'ADMITTED')
@@ -104,7 +104,7 @@ pending AS MATERIALIZED (
 blocked AS MATERIALIZED (
     SELECT d.id,
            coalesce(d.blocker,
-                    (SELECT e.id FROM wharf.action e
+                    (SELECT e.id FROM wharf.action_live e
                       WHERE e.lane_key = d.lane_key AND e.state = 'EXECUTING' LIMIT 1)) AS blocker,
            d.blocker IS NULL AS busy
       FROM pending d
@@ -113,14 +113,14 @@ blocked AS MATERIALIZED (
 -- one share-locked, an ADMITTED or EXECUTING one locked for the update that marks it.
 held_proposed AS (
     SELECT p.id
-      FROM wharf.action p
+      FROM wharf.action_live p
      WHERE p.id IN (SELECT blocker FROM blocked WHERE NOT busy)
        AND p.state = 'PROPOSED'
        FOR SHARE SKIP LOCKED
 ),
 held_admitted AS (
     SELECT p.id, p.wakes_lane
-      FROM wharf.action p
+      FROM wharf.action_live p
      WHERE p.id IN (SELECT blocker FROM blocked WHERE NOT busy)
        AND p.state = 'ADMITTED'
        FOR NO KEY UPDATE SKIP LOCKED
@@ -131,7 +131,7 @@ held_admitted AS (
 -- primary-key probe each.
 held_busy AS (
     SELECT e.id, e.wakes_lane
-      FROM wharf.action e
+      FROM wharf.action_live e
      WHERE e.id = ANY (ARRAY(SELECT blocker FROM blocked WHERE busy))
        AND e.state = 'EXECUTING'
        FOR NO KEY UPDATE SKIP LOCKED
@@ -143,7 +143,7 @@ held AS (
 ),
 targets AS (
     SELECT n.id, b.blocker
-      FROM wharf.action n
+      FROM wharf.action_live n
       JOIN blocked b ON b.id = n.id
      WHERE n.state = 'ADMITTED' AND n.head_hint
        AND b.blocker IN (SELECT id FROM held)
@@ -160,7 +160,7 @@ changes AS (
              WHERE NOT h.marked) u
      GROUP BY u.id
 )
-UPDATE wharf.action n
+UPDATE wharf.action_live n
    SET head_hint = n.head_hint AND NOT c.demote,
        wakes_lane = n.wakes_lane OR c.mark
   FROM changes c

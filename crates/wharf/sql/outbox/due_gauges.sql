@@ -3,6 +3,6 @@
 -- $1 timestamptz: "now" for tests; NULL means the database clock.
 SELECT kind, count(*) AS due,
        extract(epoch FROM (coalesce($1::timestamptz, now()) - min(run_at)))::float8 AS oldest_s
-  FROM wharf.action
+  FROM wharf.action_live
  WHERE state = 'ADMITTED' AND run_at <= coalesce($1::timestamptz, now())
  GROUP BY kind

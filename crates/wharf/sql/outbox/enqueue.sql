@@ -1,6 +1,8 @@
 -- Inserts a batch of actions in one statement (SPEC §2.1: enqueue_many is one statement).
--- An action whose idempotency key exists already is not inserted (ON CONFLICT DO NOTHING);
--- the caller reads it back with find_by_keys.sql and compares digests. When any key of the
+-- An action whose idempotency key exists already is not inserted (ON CONFLICT DO NOTHING on
+-- wharf.action_key, where keys of live and ended actions alike are unique, 0060); the caller
+-- reads it back with find_by_keys.sql and compares digests. The key row is written first and
+-- draws the action's id; the live row takes it. When any key of the
 -- batch exists with a different content digest, nothing of the batch is inserted, so an
 -- IdempotencyConflict writes nothing.
 -- $1..$14: one array per column, all of the same length, in the caller's order.
@@ -30,21 +32,29 @@ WITH input AS (
 conflict AS (
     SELECT 1
       FROM input i
-      JOIN wharf.action a ON a.idempotency_key = i.idempotency_key
-     WHERE a.content_digest <> i.content_digest
+      JOIN wharf.action_key k ON k.idempotency_key = i.idempotency_key
+     WHERE k.content_digest <> i.content_digest
      LIMIT 1
 ),
-ins AS (
-    INSERT INTO wharf.action (kind, tenant_id, project_id, lane_key, idempotency_key,
-                              content_digest, at_most_once, instance_level, state,
-                              max_attempts, payload, subject_account_id, run_at, expires_at)
-    SELECT kind, tenant_id, project_id, lane_key, idempotency_key, content_digest,
-           at_most_once, instance_level, state, max_attempts, payload, subject_account_id,
-           coalesce(run_at, now()), expires_at
+keys AS (
+    INSERT INTO wharf.action_key (idempotency_key, content_digest)
+    SELECT idempotency_key, content_digest
       FROM input
      WHERE NOT EXISTS (SELECT 1 FROM conflict)
      ORDER BY ord
     ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING idempotency_key, action_id
+),
+ins AS (
+    INSERT INTO wharf.action_live (id, kind, tenant_id, project_id, lane_key, idempotency_key,
+                                   content_digest, at_most_once, instance_level, state,
+                                   max_attempts, payload, subject_account_id, run_at, expires_at)
+    SELECT k.action_id, i.kind, i.tenant_id, i.project_id, i.lane_key, i.idempotency_key,
+           i.content_digest, i.at_most_once, i.instance_level, i.state, i.max_attempts,
+           i.payload, i.subject_account_id, coalesce(i.run_at, now()), i.expires_at
+      FROM keys k
+      JOIN input i ON i.idempotency_key = k.idempotency_key
+     ORDER BY i.ord
     RETURNING id, idempotency_key, state, run_at
 ),
 wake AS (

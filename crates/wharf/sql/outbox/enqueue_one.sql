@@ -5,19 +5,27 @@
 -- elements against a custom plan's exact count, so it planned enqueue.sql again on every
 -- execution, and at one action per statement planning is most of the statement's server time
 -- (BENCHMARKS.md). An INSERT of VALUES reads no table, so its generic plan is right at any size
--- and is reused after a few executions. enqueue.sql's conflict probe is not needed here: with
--- one action, an existing key means nothing is inserted (ON CONFLICT DO NOTHING), and the caller
--- reads the key back and compares digests, as it does for every key a batch did not insert.
+-- and is reused after a few executions (the live row's insert reads only the key row's CTE).
+-- enqueue.sql's conflict probe is not needed here: with one action, an existing key means
+-- nothing is inserted (ON CONFLICT DO NOTHING on wharf.action_key, whose row draws the id the
+-- live row takes), and the caller reads the key back and compares digests, as it does for every
+-- key a batch did not insert.
 -- $1..$14: the columns of enqueue.sql's arrays, one value each. $15: send the wake-up hint
 -- (see enqueue.sql for the two advisory locks).
-WITH ins AS (
-    INSERT INTO wharf.action (kind, tenant_id, project_id, lane_key, idempotency_key,
-                              content_digest, at_most_once, instance_level, state,
-                              max_attempts, payload, subject_account_id, run_at, expires_at)
-    VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::bytea, $7::boolean,
-            $8::boolean, $9::text, $10::integer, $11::jsonb, $12::text,
-            coalesce($13::timestamptz, now()), $14::timestamptz)
+WITH key AS (
+    INSERT INTO wharf.action_key (idempotency_key, content_digest)
+    VALUES ($5::text, $6::bytea)
     ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING action_id
+),
+ins AS (
+    INSERT INTO wharf.action_live (id, kind, tenant_id, project_id, lane_key, idempotency_key,
+                                   content_digest, at_most_once, instance_level, state,
+                                   max_attempts, payload, subject_account_id, run_at, expires_at)
+    SELECT key.action_id, $1::text, $2::text, $3::text, $4::text, $5::text, $6::bytea,
+           $7::boolean, $8::boolean, $9::text, $10::integer, $11::jsonb, $12::text,
+           coalesce($13::timestamptz, now()), $14::timestamptz
+      FROM key
     RETURNING id, idempotency_key, state, run_at
 ),
 wake AS (

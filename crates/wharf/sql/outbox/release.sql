@@ -9,7 +9,7 @@
 -- fence whose answer was lost) is cleared, because this attempt wrote nothing. At-most-once rows
 -- whose write started before this claim are never claimed, so they cannot reach here.
 -- $1 bigint[] id, $2 bigint[] epoch, $3 boolean[] clear write_started_at.
-UPDATE wharf.action a
+UPDATE wharf.action_live a
    SET state = 'ADMITTED', attempt = a.attempt - 1, lease_expires_at = NULL,
        run_at = now(), head_hint = true,
        write_started_at = CASE WHEN r.clear_fence THEN NULL ELSE a.write_started_at END

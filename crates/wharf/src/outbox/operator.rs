@@ -101,7 +101,7 @@ pub struct Cancelled {
 pub async fn cancel(conn: &mut PgConnection, op: &Operator, id: i64) -> Result<Cancelled, Error> {
     op.check()?;
     let mut tx = conn.begin().await?;
-    let action = store::operator::lock_action(&mut *tx, id)
+    let action = store::operator::lock_action(&mut tx, id)
         .await?
         .ok_or(Error::NotFound(id))?;
     let from = parse_state(&action.state)?;
@@ -250,7 +250,7 @@ pub async fn resolve(
         });
     }
     let mut tx = conn.begin().await?;
-    let action = store::operator::lock_action(&mut *tx, id)
+    let action = store::operator::lock_action(&mut tx, id)
         .await?
         .ok_or(Error::NotFound(id))?;
     let state = parse_state(&action.state)?;
@@ -307,7 +307,7 @@ pub async fn resend(
     payload: Value,
 ) -> Result<Enqueued, Error> {
     let mut tx = conn.begin().await?;
-    let action = store::operator::lock_action(&mut *tx, original_id)
+    let action = store::operator::lock_action(&mut tx, original_id)
         .await?
         .ok_or(Error::NotFound(original_id))?;
     let enqueued = resend_locked(&mut tx, registry, &action, payload).await?;

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{PgConnection, PgExecutor};
+use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
 use wharf_core::action::{ActionState, StopReason};
 
 use super::error::Error;
@@ -205,8 +205,18 @@ async fn proposal_decided(
 /// Deletes every action whose subject is `account` (erasure), in any state. A pending one never
 /// runs; a claimed one's fence refuses and its result is dropped; a write that already passed
 /// its fence still reaches the provider. Returns how many were deleted.
-pub async fn erase_subject<'c>(executor: impl PgExecutor<'c>, account: &str) -> Result<u64, Error> {
-    Ok(store::outbox::erase_subject(executor, account).await?)
+///
+/// Takes a pool or a connection (the caller's transaction, `&mut *tx`): the live and the ended
+/// actions are deleted by two statements, in a transaction of their own or in a savepoint of the
+/// caller's.
+pub async fn erase_subject<'a>(
+    db: impl Acquire<'a, Database = Postgres>,
+    account: &str,
+) -> Result<u64, Error> {
+    let mut tx = db.begin().await?;
+    let deleted = store::outbox::erase_subject(&mut tx, account).await?;
+    tx.commit().await?;
+    Ok(deleted)
 }
 
 /// Retention: deletes at most `batch_max` actions that ended before `cutoff`, oldest first.

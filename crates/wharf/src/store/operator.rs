@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::PgExecutor;
+use sqlx::{PgConnection, PgExecutor};
 
 /// An action as an operator decision needs it, read under a row lock.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -21,14 +21,24 @@ pub struct LockedAction {
 }
 
 /// Locks one action until the transaction ends (`action_lock.sql`). `None`: no such action.
-pub async fn lock_action<'c>(
-    executor: impl PgExecutor<'c>,
+///
+/// Asked twice when the first finds nothing: an action that a completion or a sweep moved to
+/// the ended table while the statement waited for its live row is seen only by the next
+/// statement's snapshot (under READ COMMITTED).
+pub async fn lock_action(
+    conn: &mut PgConnection,
     id: i64,
 ) -> Result<Option<LockedAction>, sqlx::Error> {
-    sqlx::query_as(include_str!("../../sql/operator/action_lock.sql"))
-        .bind(id)
-        .fetch_optional(executor)
-        .await
+    for _ in 0..2 {
+        let found = sqlx::query_as(include_str!("../../sql/operator/action_lock.sql"))
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    Ok(None)
 }
 
 /// PROPOSED/ADMITTED -> CANCELLED / OPERATOR (`cancel.sql`). False when it was in neither.

@@ -593,30 +593,37 @@ pub async fn make_due<'c>(
     Ok(done.rows_affected())
 }
 
-/// Deletes every action of a subject (`erase_subject.sql`). Returns how many.
-pub async fn erase_subject<'c>(
-    executor: impl PgExecutor<'c>,
+/// Deletes every action of a subject, live then ended, each with its key row
+/// (`erase_subject.sql`, then `erase_subject_ended.sql`: two statements, so that an action a
+/// completion moved while the first waited is seen by the second). Returns how many.
+pub async fn erase_subject(
+    conn: &mut PgConnection,
     subject_account_id: &str,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(include_str!("../../sql/outbox/erase_subject.sql"))
+    let live: i64 = sqlx::query_scalar(include_str!("../../sql/outbox/erase_subject.sql"))
         .bind(subject_account_id)
-        .execute(executor)
+        .fetch_one(&mut *conn)
         .await?;
-    Ok(done.rows_affected())
+    let ended: i64 = sqlx::query_scalar(include_str!("../../sql/outbox/erase_subject_ended.sql"))
+        .bind(subject_account_id)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(u64::try_from(live + ended).unwrap_or(0))
 }
 
-/// Deletes at most `batch_max` actions that ended before `cutoff` (`delete_ended.sql`).
+/// Deletes at most `batch_max` actions that ended before `cutoff`, with their key rows
+/// (`delete_ended.sql`). Returns how many actions.
 pub async fn delete_ended<'c>(
     executor: impl PgExecutor<'c>,
     cutoff: DateTime<Utc>,
     batch_max: u32,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(include_str!("../../sql/outbox/delete_ended.sql"))
+    let deleted: i64 = sqlx::query_scalar(include_str!("../../sql/outbox/delete_ended.sql"))
         .bind(cutoff)
         .bind(i32::try_from(batch_max).unwrap_or(i32::MAX))
-        .execute(executor)
+        .fetch_one(executor)
         .await?;
-    Ok(done.rows_affected())
+    Ok(u64::try_from(deleted).unwrap_or(0))
 }
 
 /// Due depth and oldest due age (seconds) per kind (`due_gauges.sql`).

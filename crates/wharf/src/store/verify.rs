@@ -10,7 +10,7 @@ use sqlx::PgPool;
 /// One invariant and how many rows break it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
-    /// A stable name (`ended_action_with_payload`, …).
+    /// A stable name (`action_without_key`, …).
     pub name: &'static str,
     /// What must hold, in a sentence.
     pub rule: &'static str,
@@ -37,7 +37,7 @@ impl Report {
     }
 }
 
-const CHECKS: [(&str, &str, &str); 7] = [
+const CHECKS: [(&str, &str, &str); 8] = [
     (
         "payload_without_identity",
         "every inbox payload has its permanent identity",
@@ -59,9 +59,14 @@ const CHECKS: [(&str, &str, &str); 7] = [
         include_str!("../../sql/verify/identity_without_audit.sql"),
     ),
     (
-        "ended_action_with_payload",
-        "no ended action holds a payload, and each has a stop reason and an end time",
-        include_str!("../../sql/verify/ended_action_with_payload.sql"),
+        "action_live_and_ended",
+        "no action is both live and ended",
+        include_str!("../../sql/verify/action_live_and_ended.sql"),
+    ),
+    (
+        "action_without_key",
+        "every action has its idempotency key row, so its key stays refused to a second enqueue",
+        include_str!("../../sql/verify/action_without_key.sql"),
     ),
     (
         "lane_executing_twice",

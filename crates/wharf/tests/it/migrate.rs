@@ -64,13 +64,21 @@ async fn verify_passes_on_a_fresh_database_and_names_a_broken_invariant() {
         .await
         .unwrap();
     sqlx::query(
-        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
-                                   at_most_once, instance_level, state, epoch, attempt,
-                                   max_attempts, payload, run_at, lease_expires_at)
+        "INSERT INTO wharf.action_live (kind, tenant_id, lane_key, idempotency_key, content_digest,
+                                        at_most_once, instance_level, state, epoch, attempt,
+                                        max_attempts, payload, run_at, lease_expires_at)
          VALUES ('noop', 't', 'lane', 'k1', decode(repeat('00', 32), 'hex'), false, false,
                  'EXECUTING', 1, 1, 3, '{}', now(), now()),
                 ('noop', 't', 'lane2', 'k2', decode(repeat('00', 32), 'hex'), false, false,
                  'EXECUTING', 0, 0, 3, '{}', now(), now())",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    // With their key rows, as an enqueue writes them: only the epoch is broken.
+    sqlx::query(
+        "INSERT INTO wharf.action_key (idempotency_key, action_id, content_digest)
+         SELECT idempotency_key, id, content_digest FROM wharf.action_live",
     )
     .execute(&mut *conn)
     .await
@@ -214,4 +222,109 @@ async fn the_console_audit_moves_into_the_one_operator_audit_with_every_row_kept
     .execute(&db.pool)
     .await;
     assert!(bad.is_err());
+}
+
+/// 0060 moves ended actions out of the live table: a database with live and ended actions at
+/// 0051 keeps every action as `wharf.action` showed it (now a view), each in its own table,
+/// every key in wharf.action_key with its action's id and digest, and new ids after the old.
+#[tokio::test]
+async fn ended_actions_move_to_their_own_table_with_every_action_and_key_kept() {
+    let db = TestDb::new().await;
+    sqlx::query("DROP SCHEMA wharf CASCADE")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let full = wharf::migrate::migrator();
+    let mut before = wharf::migrate::migrator();
+    before.migrations = full
+        .migrations
+        .iter()
+        .filter(|m| m.version < 60)
+        .cloned()
+        .collect::<Vec<_>>()
+        .into();
+    assert!(full.migrations.iter().any(|m| m.version == 60));
+    before.run(&db.pool).await.unwrap();
+    sqlx::query(
+        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
+                                   at_most_once, instance_level, state, stop_reason, epoch,
+                                   attempt, max_attempts, payload, subject_account_id, run_at,
+                                   lease_expires_at, write_started_at, error_code, ended_at)
+         VALUES ('noop', 't', 'l1', 'live', sha256('1'), false, false, 'ADMITTED', NULL, 0, 0,
+                 3, '{\"n\": 1}', 'acct', now(), NULL, NULL, NULL, NULL),
+                ('noop', 't', 'l2', 'running', sha256('2'), true, false, 'EXECUTING', NULL, 1,
+                 1, 3, '{\"n\": 2}', NULL, now(), now() + interval '1 minute', now(), NULL,
+                 NULL),
+                ('noop', 't', 'l3', 'done', sha256('3'), false, false, 'DONE', 'DONE', 1, 1, 3,
+                 NULL, 'acct', now(), NULL, now(), NULL, now()),
+                ('noop', 't', 'l4', 'failed', sha256('4'), false, false, 'FAILED',
+                 'ATTEMPTS_EXHAUSTED', 3, 3, 3, NULL, NULL, now(), NULL, NULL, 'http_503',
+                 now())",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    const EVERY_ACTION: &str = "SELECT string_agg(concat_ws('|', id, kind, tenant_id, lane_key,
+                                       idempotency_key, encode(content_digest, 'hex'),
+                                       at_most_once, state, stop_reason, epoch, attempt,
+                                       max_attempts, payload, subject_account_id, run_at,
+                                       lease_expires_at, write_started_at, error_code,
+                                       created_at, ended_at), E'\\n' ORDER BY id)
+                                  FROM wharf.action";
+    let was: String = sqlx::query_scalar(EVERY_ACTION)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+
+    wharf::migrate::run(&db.pool).await.unwrap();
+
+    let is: String = sqlx::query_scalar(EVERY_ACTION)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(is, was);
+    let text = |sql: &'static str| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>(sql)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        text("SELECT string_agg(idempotency_key, ',' ORDER BY id) FROM wharf.action_live").await,
+        "live,running"
+    );
+    assert_eq!(
+        text("SELECT string_agg(idempotency_key, ',' ORDER BY id) FROM wharf.action_ended").await,
+        "done,failed"
+    );
+    assert_eq!(
+        text(
+            "SELECT string_agg(k.idempotency_key, ',' ORDER BY k.action_id)
+               FROM wharf.action_key k
+               JOIN wharf.action a ON a.id = k.action_id
+                AND a.idempotency_key = k.idempotency_key
+                AND a.content_digest = k.content_digest"
+        )
+        .await,
+        "live,running,done,failed"
+    );
+    // A new key draws an id after every old action's.
+    let (new_id, max_old): (i64, i64) = sqlx::query_as(
+        "WITH k AS (INSERT INTO wharf.action_key (idempotency_key, content_digest)
+                    VALUES ('new', sha256('5')) RETURNING action_id)
+         SELECT (SELECT action_id FROM k), (SELECT max(id) FROM wharf.action)",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(new_id > max_old, "{new_id} <= {max_old}");
+    sqlx::query("DELETE FROM wharf.action_key WHERE idempotency_key = 'new'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let report = wharf::verify::run(&db.pool).await.unwrap();
+    assert!(report.ok(), "{report:?}");
 }

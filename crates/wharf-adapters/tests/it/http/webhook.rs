@@ -397,7 +397,7 @@ async fn an_earlier_unfinished_write_is_not_repeated_to_a_plain_receiver() {
         payload.dedupe = dedupe;
         let id = f.enqueue(key, payload).await;
         // As if a worker passed the fence and died before recording a result.
-        sqlx::query("UPDATE wharf.action SET write_started_at = now() WHERE id = $1")
+        sqlx::query("UPDATE wharf.action_live SET write_started_at = now() WHERE id = $1")
             .bind(id)
             .execute(&f.db.pool)
             .await

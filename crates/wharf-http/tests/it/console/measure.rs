@@ -26,17 +26,16 @@ async fn measure() {
     let db = TestDb::new().await;
     seed_inbox(&db).await;
     let filled = Instant::now();
+    // Ended actions into wharf.action_ended, live ones into wharf.action_live, every key into
+    // wharf.action_key, as enqueues and endings leave them (0060).
     sqlx::query(
-        "INSERT INTO wharf.action (kind, tenant_id, project_id, lane_key, idempotency_key,
-             content_digest, at_most_once, instance_level, state, stop_reason, attempt,
-             max_attempts, payload, run_at, created_at, ended_at, error_code)
-         SELECT 'noop', 'acme', 'p1', 'lane-' || (g % 10000), 'm-' || g,
-                sha256(g::text::bytea), false, false, s.state, s.reason,
-                CASE WHEN s.ended THEN 1 ELSE 0 END, 3,
-                CASE WHEN s.ended THEN NULL ELSE '{\"n\":1}'::jsonb END,
-                now() - interval '1 minute', now() - ($1 - g) * interval '300 milliseconds',
-                CASE WHEN s.ended THEN now() - ($1 - g) * interval '300 milliseconds' END,
-                CASE WHEN s.state IN ('FAILED', 'UNCERTAIN') THEN 'provider_5xx' END
+        "WITH rows AS MATERIALIZED (
+         SELECT g, 'noop' AS kind, 'lane-' || (g % 10000) AS lane_key, 'm-' || g AS key,
+                sha256(g::text::bytea) AS digest, s.state, s.reason, s.ended,
+                CASE WHEN s.ended THEN 1 ELSE 0 END AS attempt,
+                now() - interval '1 minute' AS run_at,
+                now() - ($1 - g) * interval '300 milliseconds' AS created_at,
+                CASE WHEN s.state IN ('FAILED', 'UNCERTAIN') THEN 'provider_5xx' END AS error_code
            FROM generate_series(1, $1) g
            CROSS JOIN LATERAL (SELECT
                 CASE WHEN g % 100 = 0 THEN 'ADMITTED' WHEN g % 5000 = 3 THEN 'PROPOSED'
@@ -45,13 +44,37 @@ async fn measure() {
            CROSS JOIN LATERAL (SELECT st.state,
                 st.state NOT IN ('ADMITTED', 'PROPOSED') AS ended,
                 CASE st.state WHEN 'DONE' THEN 'DONE' WHEN 'UNCERTAIN' THEN 'UNCERTAIN_PROVIDER'
-                              WHEN 'FAILED' THEN 'ATTEMPTS_EXHAUSTED' END AS reason) s",
+                              WHEN 'FAILED' THEN 'ATTEMPTS_EXHAUSTED' END AS reason) s
+         ),
+         keys AS (
+         INSERT INTO wharf.action_key (idempotency_key, action_id, content_digest)
+         SELECT key, g, digest FROM rows
+         ),
+         ended AS (
+         INSERT INTO wharf.action_ended (id, kind, tenant_id, project_id, lane_key,
+             idempotency_key, content_digest, at_most_once, instance_level, state, stop_reason,
+             epoch, attempt, max_attempts, run_at, created_at, ended_at, error_code)
+         SELECT g, kind, 'acme', 'p1', lane_key, key, digest, false, false, state, reason, 1,
+                attempt, 3, run_at, created_at, created_at, error_code
+           FROM rows WHERE ended
+         )
+         INSERT INTO wharf.action_live (id, kind, tenant_id, project_id, lane_key,
+             idempotency_key, content_digest, at_most_once, instance_level, state, attempt,
+             max_attempts, payload, run_at, created_at, error_code)
+         SELECT g, kind, 'acme', 'p1', lane_key, key, digest, false, false, state, attempt, 3,
+                '{\"n\":1}'::jsonb, run_at, created_at, error_code
+           FROM rows WHERE NOT ended",
     )
     .bind(n)
     .execute(&db.pool)
     .await
     .unwrap();
-    sqlx::query("ANALYZE wharf.action")
+    sqlx::query("SELECT setval('wharf.action_id_seq', $1)")
+        .bind(n)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query("ANALYZE wharf.action_live, wharf.action_ended, wharf.action_key")
         .execute(&db.pool)
         .await
         .unwrap();

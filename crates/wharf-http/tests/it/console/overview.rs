@@ -9,7 +9,7 @@ use super::*;
 async fn set(db: &TestDb, id: i64, sql: &str) {
     // Test-only text from the literals below.
     sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE wharf.action SET {sql} WHERE id = $1"
+        "UPDATE wharf.action_live SET {sql} WHERE id = $1"
     )))
     .bind(id)
     .execute(&db.pool)
@@ -54,21 +54,10 @@ async fn attempts_per_minute_count_each_latest_attempt_at_the_minute_its_call_st
          write_started_at = now() - interval '2 hours'",
     )
     .await;
-    set(
-        &db,
-        old,
-        "state = 'UNCERTAIN', stop_reason = 'LEASE_LOST_AFTER_WRITE', payload = NULL,
-         ended_at = now(), lease_expires_at = NULL",
-    )
-    .await;
+    end_by_hand(&db, old, "UNCERTAIN", "LEASE_LOST_AFTER_WRITE", None).await;
     // Cancelled before it ever ran: an end, not an attempt.
     let cancelled = enqueue(&base, "a5", "lane-a5", false, None).await;
-    set(
-        &db,
-        cancelled,
-        "state = 'CANCELLED', stop_reason = 'OPERATOR', payload = NULL, ended_at = now()",
-    )
-    .await;
+    end_by_hand(&db, cancelled, "CANCELLED", "OPERATOR", None).await;
 
     let mut conn = db.pool.acquire().await.unwrap();
     let o = wharf::console::overview(&mut conn, Some(now))

@@ -26,12 +26,14 @@ async fn ended(
         _ => "OPERATOR",
     };
     sqlx::query_scalar(
-        "INSERT INTO wharf.action (kind, tenant_id, project_id, lane_key, idempotency_key,
-                                   content_digest, at_most_once, instance_level, state,
-                                   stop_reason, max_attempts, attempt, run_at, ended_at,
-                                   error_code)
-         SELECT 'envelope', $1, $2, 'lane-' || g, k, sha256(convert_to(k, 'UTF8')), false, false,
-                $3, $4, 3, 3, $5, $5 + g * interval '1 millisecond', 'http_503'
+        "INSERT INTO wharf.action_ended (id, kind, tenant_id, project_id, lane_key,
+                                         idempotency_key, content_digest, at_most_once,
+                                         instance_level, state, stop_reason, epoch,
+                                         max_attempts, attempt, run_at, created_at, ended_at,
+                                         error_code)
+         SELECT nextval('wharf.action_id_seq'), 'envelope', $1, $2, 'lane-' || g, k,
+                sha256(convert_to(k, 'UTF8')), false, false, $3, $4, 3, 3, 3, $5, $5,
+                $5 + g * interval '1 millisecond', 'http_503'
            FROM (SELECT g, 'k-' || g || '-' || gen_random_uuid() AS k
                    FROM generate_series(1, $6) g) keyed
           ORDER BY g

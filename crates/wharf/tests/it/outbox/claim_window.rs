@@ -336,17 +336,18 @@ async fn a_backlogged_lane_gets_one_promotion_per_action_and_none_at_a_claim() {
     store::complete(&db.pool, &[finished(&a, DONE)], None)
         .await
         .unwrap();
-    assert_eq!(hints().await, [true, true, false]);
+    // An ended action has no hint (it left wharf.action_live): the live ones' hints from here.
+    assert_eq!(hints().await[1..], [true, false]);
     // Claiming b leaves c as it is: the lane is busy, so c needs no hint until b leaves.
     let b = claim_one().await.unwrap().remove(0);
     assert_eq!(b.id, ids[1]);
-    assert_eq!(hints().await, [true, true, false]);
+    assert_eq!(hints().await[1..], [true, false]);
     assert!(stranded(&db.pool).await.is_empty());
     assert_eq!(store::demote(&db.pool, 1000, None).await.unwrap(), 0);
     store::complete(&db.pool, &[finished(&b, DONE)], None)
         .await
         .unwrap();
-    assert_eq!(hints().await, [true, true, true]);
+    assert_eq!(hints().await[2..], [true]);
     assert_eq!(claim_one().await.unwrap().remove(0).id, ids[2]);
 }
 
@@ -478,7 +479,7 @@ async fn an_erasure_in_a_repeatable_read_transaction_fails_rather_than_strand_th
         .unwrap();
     assert_eq!(store::demote(&db.pool, 1000, None).await.unwrap(), 1);
     // Its trigger cannot see the demotion; it must not decide from the stale hint.
-    let err = store::erase_subject(&mut *erasure, "acct")
+    let err = store::erase_subject(&mut erasure, "acct")
         .await
         .unwrap_err();
     let code = err
@@ -495,10 +496,7 @@ async fn an_erasure_in_a_repeatable_read_transaction_fails_rather_than_strand_th
         .execute(&mut *erasure)
         .await
         .unwrap();
-    assert_eq!(
-        store::erase_subject(&mut *erasure, "acct").await.unwrap(),
-        1
-    );
+    assert_eq!(store::erase_subject(&mut erasure, "acct").await.unwrap(), 1);
     erasure.commit().await.unwrap();
     assert!(hint(&db.pool, next).await);
     assert!(stranded(&db.pool).await.is_empty());

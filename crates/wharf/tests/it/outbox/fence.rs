@@ -139,7 +139,7 @@ async fn the_fence_refuses_a_newer_claim_inside_an_attempt() {
         "k",
         vec![Step::SqlThenFence(
             db.pool.clone(),
-            "UPDATE wharf.action SET epoch = epoch + 1, attempt = attempt + 1 WHERE id = $ID",
+            "UPDATE wharf.action_live SET epoch = epoch + 1, attempt = attempt + 1 WHERE id = $ID",
         )],
     );
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
@@ -164,7 +164,7 @@ async fn the_fence_refuses_with_less_than_the_margin_left() {
     let (registry, fake, ..) = registry();
     fake.script("k", vec![Step::SqlThenFence(
             db.pool.clone(),
-        "UPDATE wharf.action SET lease_expires_at = now() + interval '4 seconds' WHERE id = $ID",
+        "UPDATE wharf.action_live SET lease_expires_at = now() + interval '4 seconds' WHERE id = $ID",
     )]);
     let id = enqueue(&db.pool, &registry, req("lane", "k")).await;
     durable_fence_executor(&db.pool, &registry)

@@ -1,42 +1,58 @@
-//! The guard trigger against `ActionState::can_transition`, by direct UPDATEs.
+//! The guard trigger against `ActionState::can_transition`, by direct UPDATEs: of live rows
+//! (wharf.action_live's guard) and of ended ones (wharf.action_ended's, 0060).
 
 use wharf::outbox::{ActionState, StopReason};
 use wharf_testkit::TestDb;
 
-/// Inserts a row directly in `state` (INSERT is not guarded), consistent with the table's checks.
+/// Inserts a row directly in `state` (INSERT is not guarded), consistent with the tables'
+/// checks: a live state into wharf.action_live, an ended one into wharf.action_ended (0060).
 async fn row_in(
     pool: &sqlx::PgPool,
     state: ActionState,
     at_most_once: bool,
     write_started: bool,
 ) -> i64 {
-    let ended = state.is_ended();
-    let reason = StopReason::ALL
-        .into_iter()
-        .find(|r| r.state() == state)
-        .map(|r| r.as_str());
+    if state.is_ended() {
+        let reason = StopReason::ALL
+            .into_iter()
+            .find(|r| r.state() == state)
+            .map(|r| r.as_str());
+        return sqlx::query_scalar(
+            "INSERT INTO wharf.action_ended (id, kind, tenant_id, lane_key, idempotency_key,
+                                             content_digest, at_most_once, instance_level, state,
+                                             stop_reason, epoch, attempt, max_attempts, run_at,
+                                             write_started_at, created_at, ended_at)
+             VALUES (nextval('wharf.action_id_seq'), 'k', 't', 'lane-' || gen_random_uuid(),
+                     gen_random_uuid()::text, sha256('x'), $1, false, $2, $3, 1, 1, 3, now(),
+                     CASE WHEN $4 THEN now() END, now(), now())
+             RETURNING id",
+        )
+        .bind(at_most_once)
+        .bind(state.as_str())
+        .bind(reason)
+        .bind(write_started)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    }
     sqlx::query_scalar(
-        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
-                                   at_most_once, instance_level, state, stop_reason, epoch, attempt,
-                                   max_attempts, payload, run_at, lease_expires_at, ended_at,
-                                   write_started_at)
+        "INSERT INTO wharf.action_live (kind, tenant_id, lane_key, idempotency_key, content_digest,
+                                        at_most_once, instance_level, state, epoch, attempt,
+                                        max_attempts, payload, run_at, lease_expires_at,
+                                        write_started_at)
          VALUES ('k', 't', 'lane-' || gen_random_uuid(), gen_random_uuid()::text,
-                 sha256('x'), $1, false, $2, $3, $4, $4, 3,
-                 CASE WHEN $5 THEN NULL ELSE '{}'::jsonb END, now(),
+                 sha256('x'), $1, false, $2, $3, $3, 3, '{}'::jsonb, now(),
                  CASE WHEN $2 = 'EXECUTING' THEN now() + interval '1 minute' END,
-                 CASE WHEN $5 THEN now() END,
-                 CASE WHEN $6 THEN now() END)
+                 CASE WHEN $4 THEN now() END)
          RETURNING id",
     )
     .bind(at_most_once)
     .bind(state.as_str())
-    .bind(reason)
     .bind(if state == ActionState::Executing {
         1i64
     } else {
         0
     })
-    .bind(ended)
     .bind(write_started)
     .fetch_one(pool)
     .await
@@ -44,35 +60,41 @@ async fn row_in(
 }
 
 /// An UPDATE to `to` that satisfies every other rule (checks, epoch movement), so only the
-/// transition itself can be refused.
+/// transition itself can be refused, of the table `from` lives in.
 async fn move_to(
     pool: &sqlx::PgPool,
     id: i64,
     from: ActionState,
     to: ActionState,
 ) -> Result<(), sqlx::Error> {
-    let reason = StopReason::ALL
-        .into_iter()
-        .find(|r| r.state() == to)
-        .map(|r| r.as_str());
-    let _ = from;
+    if from.is_ended() {
+        let reason = StopReason::ALL
+            .into_iter()
+            .find(|r| r.state() == to)
+            .map_or("DONE", |r| r.as_str());
+        return sqlx::query(
+            "UPDATE wharf.action_ended SET state = $2, stop_reason = $3 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(to.as_str())
+        .bind(reason)
+        .execute(pool)
+        .await
+        .map(|_| ());
+    }
     // Every claim raises the epoch by one (the guard checks that separately).
     let epoch_step = i64::from(to == ActionState::Executing);
     sqlx::query(
-        "UPDATE wharf.action
-            SET state = $2, stop_reason = $3,
-                epoch = epoch + $4,
-                attempt = attempt + $4::integer,
-                lease_expires_at = CASE WHEN $2 = 'EXECUTING' THEN now() + interval '1 minute' END,
-                ended_at = CASE WHEN $5 THEN now() END,
-                payload = CASE WHEN $5 THEN NULL ELSE coalesce(payload, '{}'::jsonb) END
+        "UPDATE wharf.action_live
+            SET state = $2,
+                epoch = epoch + $3,
+                attempt = attempt + $3::integer,
+                lease_expires_at = CASE WHEN $2 = 'EXECUTING' THEN now() + interval '1 minute' END
           WHERE id = $1",
     )
     .bind(id)
     .bind(to.as_str())
-    .bind(reason)
     .bind(epoch_step)
-    .bind(to.is_ended())
     .execute(pool)
     .await
     .map(|_| ())
@@ -93,7 +115,8 @@ async fn every_pair_of_states_against_the_trigger() {
         for to in ActionState::ALL {
             let id = row_in(&db.pool, from, false, false).await;
             let result = move_to(&db.pool, id, from, to).await;
-            if from.can_transition(to) {
+            let moved = from.can_transition(to) && to.is_ended();
+            if from.can_transition(to) && !moved {
                 result.unwrap_or_else(|e| panic!("{from} -> {to} must be allowed: {e}"));
                 let state: String =
                     sqlx::query_scalar("SELECT state FROM wharf.action WHERE id = $1")
@@ -103,12 +126,23 @@ async fn every_pair_of_states_against_the_trigger() {
                         .unwrap();
                 assert_eq!(state, to.as_str());
             } else {
+                // A legal ending is a move (the row deleted from action_live and inserted into
+                // action_ended by complete.sql, the sweeps, refuse.sql, cancel.sql), never an
+                // UPDATE: the guard refuses it as an update, and the row stays as it was.
                 let e = result.expect_err(&format!("{from} -> {to} must be refused"));
                 let code = sqlstate(&e);
-                assert!(
-                    code == "WH001" || code == "WH002",
-                    "{from} -> {to} refused by the guard, not by {code}: {e}"
+                let expected = if from.is_ended() { "WH002" } else { "WH001" };
+                assert_eq!(
+                    code, expected,
+                    "{from} -> {to} (legal as a move: {moved}): {e}"
                 );
+                let state: String =
+                    sqlx::query_scalar("SELECT state FROM wharf.action WHERE id = $1")
+                        .bind(id)
+                        .fetch_one(&db.pool)
+                        .await
+                        .unwrap();
+                assert_eq!(state, from.as_str());
             }
             checked += 1;
         }
@@ -121,14 +155,14 @@ async fn an_ended_row_never_changes_even_in_place() {
     let db = TestDb::new().await;
     for state in ActionState::ALL.into_iter().filter(|s| s.is_ended()) {
         let id = row_in(&db.pool, state, false, false).await;
-        let e = sqlx::query("UPDATE wharf.action SET readback_ref = 'x' WHERE id = $1")
+        let e = sqlx::query("UPDATE wharf.action_ended SET readback_ref = 'x' WHERE id = $1")
             .bind(id)
             .execute(&db.pool)
             .await
             .unwrap_err();
         assert_eq!(sqlstate(&e), "WH002", "{state}");
         // Deleting (retention, erasure) is not a change of state and stays possible.
-        sqlx::query("DELETE FROM wharf.action WHERE id = $1")
+        sqlx::query("DELETE FROM wharf.action_ended WHERE id = $1")
             .bind(id)
             .execute(&db.pool)
             .await
@@ -160,11 +194,13 @@ async fn an_at_most_once_row_whose_write_started_is_never_claimed_again() {
     move_to(&db.pool, id, ActionState::Executing, ActionState::Executing)
         .await
         .unwrap();
-    // Ending it UNCERTAIN (what the lease sweep does) stays allowed.
+    // Ending it UNCERTAIN is what the lease sweep does, as a move (sweep_lease_lost.sql,
+    // tested with the sweep in reclaim.rs), never as an update of the live row.
     let id = row_in(&db.pool, ActionState::Executing, true, true).await;
-    move_to(&db.pool, id, ActionState::Executing, ActionState::Uncertain)
+    let e = move_to(&db.pool, id, ActionState::Executing, ActionState::Uncertain)
         .await
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(sqlstate(&e), "WH001");
 }
 
 #[tokio::test]
@@ -199,7 +235,7 @@ async fn columns_fixed_at_enqueue_never_change() {
     ];
     for (set, code) in sets.map(|set| (set, "WH004")).into_iter().chain(several) {
         let id = row_in(&db.pool, ActionState::Admitted, false, false).await;
-        let sql = format!("UPDATE wharf.action SET {set} WHERE id = $1");
+        let sql = format!("UPDATE wharf.action_live SET {set} WHERE id = $1");
         let e = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
             .execute(&db.pool)
@@ -227,37 +263,37 @@ async fn the_epoch_moves_only_as_a_claim_says() {
         }
     };
     check(
-        "UPDATE wharf.action SET epoch = epoch - 1 WHERE id = $1",
+        "UPDATE wharf.action_live SET epoch = epoch - 1 WHERE id = $1",
         ActionState::Executing,
         false,
     )
     .await;
     check(
-        "UPDATE wharf.action SET epoch = epoch + 2 WHERE id = $1",
+        "UPDATE wharf.action_live SET epoch = epoch + 2 WHERE id = $1",
         ActionState::Executing,
         false,
     )
     .await;
     check(
-        "UPDATE wharf.action SET epoch = epoch + 1 WHERE id = $1",
+        "UPDATE wharf.action_live SET epoch = epoch + 1 WHERE id = $1",
         ActionState::Executing,
         true,
     )
     .await;
     check(
-        "UPDATE wharf.action SET epoch = epoch WHERE id = $1",
+        "UPDATE wharf.action_live SET epoch = epoch WHERE id = $1",
         ActionState::Executing,
         true,
     )
     .await;
     check(
-        "UPDATE wharf.action SET epoch = epoch + 1 WHERE id = $1",
+        "UPDATE wharf.action_live SET epoch = epoch + 1 WHERE id = $1",
         ActionState::Admitted,
         false,
     )
     .await;
     check(
-        "UPDATE wharf.action SET state = 'EXECUTING', lease_expires_at = now() WHERE id = $1",
+        "UPDATE wharf.action_live SET state = 'EXECUTING', lease_expires_at = now() WHERE id = $1",
         ActionState::Admitted,
         false,
     )
@@ -269,7 +305,7 @@ async fn the_table_checks_scope_and_end_columns() {
     let db = TestDb::new().await;
     // A non-instance action without a tenant.
     let e = sqlx::query(
-        "INSERT INTO wharf.action (kind, lane_key, idempotency_key, content_digest, at_most_once,
+        "INSERT INTO wharf.action_live (kind, lane_key, idempotency_key, content_digest, at_most_once,
                                    instance_level, state, max_attempts, payload, run_at)
          VALUES ('k', 'l', 'key', sha256('x'), false, false, 'ADMITTED', 1, '{}', now())",
     )
@@ -279,35 +315,50 @@ async fn the_table_checks_scope_and_end_columns() {
     assert_eq!(sqlstate(&e), "23514");
     // An instance-level one may leave it out.
     sqlx::query(
-        "INSERT INTO wharf.action (kind, lane_key, idempotency_key, content_digest, at_most_once,
+        "INSERT INTO wharf.action_live (kind, lane_key, idempotency_key, content_digest, at_most_once,
                                    instance_level, state, max_attempts, payload, run_at)
          VALUES ('k', 'l', 'key', sha256('x'), false, true, 'ADMITTED', 1, '{}', now())",
     )
     .execute(&db.pool)
     .await
     .unwrap();
-    // An ended action without a stop reason, or with one of another state, or keeping its payload.
-    for (state, reason, payload) in [
-        ("DONE", None, None),
-        ("DONE", Some("EXPIRED"), None),
-        ("FAILED", Some("PROVIDER_REFUSED"), Some("{}")),
-        ("ADMITTED", Some("DONE"), Some("{}")),
-        ("DONE", Some("NOT_A_REASON"), None),
+    // An ended action without a stop reason, or with one of another state; a live table row in
+    // an ended state.
+    for (state, reason, code) in [
+        ("DONE", None, "23502"),
+        ("DONE", Some("EXPIRED"), "23514"),
+        ("ADMITTED", Some("DONE"), "23514"),
+        ("DONE", Some("NOT_A_REASON"), "23514"),
     ] {
         let e = sqlx::query(
-            "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
-                                       at_most_once, instance_level, state, stop_reason, max_attempts,
-                                       payload, run_at, ended_at)
-             VALUES ('k', 't', 'l', gen_random_uuid()::text, sha256('x'), false, false, $1, $2, 1,
-                     $3::jsonb, now(), CASE WHEN $1 IN ('DONE', 'FAILED') THEN now() END)",
+            "INSERT INTO wharf.action_ended (id, kind, tenant_id, lane_key, idempotency_key,
+                                             content_digest, at_most_once, instance_level, state,
+                                             stop_reason, epoch, attempt, max_attempts, run_at,
+                                             created_at, ended_at)
+             VALUES (nextval('wharf.action_id_seq'), 'k', 't', 'l', gen_random_uuid()::text,
+                     sha256('x'), false, false, $1, $2, 0, 0, 1, now(), now(), now())",
         )
         .bind(state)
         .bind(reason)
-        .bind(payload)
         .execute(&db.pool)
         .await
         .unwrap_err();
-        assert_eq!(sqlstate(&e), "23514", "{state} {reason:?} {payload:?}");
+        assert_eq!(sqlstate(&e), code, "{state} {reason:?}");
+    }
+    for state in ["DONE", "UNCERTAIN", "FAILED", "CANCELLED"] {
+        let e = sqlx::query(
+            "INSERT INTO wharf.action_live (kind, tenant_id, lane_key, idempotency_key,
+                                            content_digest, at_most_once, instance_level, state,
+                                            max_attempts, payload, run_at)
+             VALUES ('k', 't', 'l', gen_random_uuid()::text, sha256('x'), false, false, $1, 1,
+                     '{}', now())",
+        )
+        .bind(state)
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+        assert_eq!(sqlstate(&e), "23514", "{state}");
+        assert_eq!(constraint(&e).as_deref(), Some("ck_action_state"));
     }
 }
 
@@ -324,7 +375,7 @@ async fn kinds_and_error_codes_are_checked_at_their_edges() {
         let pool = db.pool.clone();
         async move {
             sqlx::query(
-                "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key,
+                "INSERT INTO wharf.action_live (kind, tenant_id, lane_key, idempotency_key,
                                            content_digest, at_most_once, instance_level, state,
                                            max_attempts, payload, run_at, error_code)
                  VALUES ($1, 't', 'l', gen_random_uuid()::text, sha256('x'), false, false,
@@ -359,7 +410,7 @@ async fn kinds_and_error_codes_are_checked_at_their_edges() {
         assert_eq!(constraint(&e).as_deref(), Some("ck_action_error_code"));
     }
     // An update that leaves both alone passes the same checks (every CHECK runs on every UPDATE).
-    let n = sqlx::query("UPDATE wharf.action SET run_at = now() WHERE state = 'ADMITTED'")
+    let n = sqlx::query("UPDATE wharf.action_live SET run_at = now() WHERE state = 'ADMITTED'")
         .execute(&db.pool)
         .await
         .unwrap()
@@ -376,7 +427,7 @@ async fn fixed_columns_are_checked_at_insert_at_their_edges() {
         let pool = db.pool.clone();
         async move {
             sqlx::query(
-                "INSERT INTO wharf.action (kind, tenant_id, project_id, subject_account_id,
+                "INSERT INTO wharf.action_live (kind, tenant_id, project_id, subject_account_id,
                                            lane_key, idempotency_key, content_digest,
                                            at_most_once, instance_level, state, max_attempts,
                                            payload, run_at)
@@ -424,7 +475,7 @@ async fn fixed_columns_are_checked_at_insert_at_their_edges() {
         .unwrap();
     assert_eq!(count, 2, "a refused insert writes nothing");
     // And they cannot change afterwards: the guard refuses (WH004), so the check still holds.
-    let e = sqlx::query("UPDATE wharf.action SET lane_key = '' WHERE lane_key = 'x'")
+    let e = sqlx::query("UPDATE wharf.action_live SET lane_key = '' WHERE lane_key = 'x'")
         .execute(&db.pool)
         .await
         .unwrap_err();

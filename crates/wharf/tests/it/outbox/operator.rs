@@ -32,7 +32,7 @@ async fn census(pool: &PgPool) -> String {
 
 async fn force_executing(pool: &PgPool, id: i64) {
     sqlx::query(
-        "UPDATE wharf.action SET state = 'EXECUTING', epoch = epoch + 1,
+        "UPDATE wharf.action_live SET state = 'EXECUTING', epoch = epoch + 1,
                 lease_expires_at = now() + interval '1 minute' WHERE id = $1",
     )
     .bind(id)

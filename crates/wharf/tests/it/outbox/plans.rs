@@ -39,7 +39,7 @@ fn assert_by_primary_key(name: &str, plan: &serde_json::Value) {
 /// 20,000 ADMITTED actions of kind `k`, one lane each, due since a second ago.
 async fn admit_20000(pool: &sqlx::PgPool) {
     sqlx::query(
-        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
+        "INSERT INTO wharf.action_live (kind, tenant_id, lane_key, idempotency_key, content_digest,
                                    at_most_once, instance_level, state, max_attempts, payload,
                                    run_at)
          SELECT 'k', 't', 'lane-' || g, 'key-' || g, sha256(g::text::bytea), false, false,
@@ -56,14 +56,14 @@ async fn batch_statements_find_their_rows_by_primary_key_under_stale_statistics(
     let db = TestDb::new().await;
     // 20,000 ADMITTED actions, one lane each, analyzed as they are: nothing EXECUTING.
     admit_20000(&db.pool).await;
-    sqlx::query("ANALYZE wharf.action")
+    sqlx::query("ANALYZE wharf.action_live")
         .execute(&db.pool)
         .await
         .unwrap();
     // Then 200 of them are claimed, as the executor would.
     let (ids, epochs): (Vec<i64>, Vec<i64>) = sqlx::query_as(
         "WITH c AS (
-             UPDATE wharf.action SET state = 'EXECUTING', epoch = epoch + 1, attempt = 1,
+             UPDATE wharf.action_live SET state = 'EXECUTING', epoch = epoch + 1, attempt = 1,
                                      lease_expires_at = now() + interval '30 seconds'
               WHERE id IN (SELECT id FROM wharf.action ORDER BY id LIMIT 200)
              RETURNING id, epoch)
@@ -140,7 +140,7 @@ async fn claim_plans_made_empty(options: &[(&str, &str)]) -> (String, String) {
     let db = TestDb::new().await;
     let mut conn = db.pool.acquire().await.unwrap();
     set_session(&mut conn, options).await;
-    sqlx::query("ANALYZE wharf.action")
+    sqlx::query("ANALYZE wharf.action_live")
         .execute(&mut *conn)
         .await
         .unwrap();
@@ -253,7 +253,7 @@ async fn the_claims_generic_plan_made_empty_after_long_lanes_still_probes_the_la
 /// of 1,000 it took the primary key for each probe that named its lane by equality.
 async fn long_lane_statistics_left_on_an_empty_table(pool: &sqlx::PgPool) {
     sqlx::query(
-        "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
+        "INSERT INTO wharf.action_live (kind, tenant_id, lane_key, idempotency_key, content_digest,
                                    at_most_once, instance_level, state, max_attempts, payload,
                                    run_at)
          SELECT 'k', 't', 'lane-' || (g % 20), 'key-' || g, sha256(g::text::bytea), false,
@@ -263,7 +263,7 @@ async fn long_lane_statistics_left_on_an_empty_table(pool: &sqlx::PgPool) {
     .execute(pool)
     .await
     .unwrap();
-    for statement in ["ANALYZE wharf.action", "TRUNCATE wharf.action"] {
+    for statement in ["ANALYZE wharf.action_live", "TRUNCATE wharf.action_live"] {
         sqlx::query(statement).execute(pool).await.unwrap();
     }
 }

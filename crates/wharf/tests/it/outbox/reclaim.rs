@@ -147,12 +147,12 @@ async fn a_failed_second_claim_still_runs_what_the_first_took() {
     // demotion finds something and a second claim follows.
     let first = enqueue(&db.pool, &registry, req("l", "l1")).await;
     let behind = enqueue(&db.pool, &registry, req("l", "l2")).await;
-    sqlx::query("UPDATE wharf.action SET run_at = now() + interval '1 hour' WHERE id = $1")
+    sqlx::query("UPDATE wharf.action_live SET run_at = now() + interval '1 hour' WHERE id = $1")
         .bind(first)
         .execute(&db.pool)
         .await
         .unwrap();
-    sqlx::query("UPDATE wharf.action SET head_hint = true WHERE id = $1")
+    sqlx::query("UPDATE wharf.action_live SET head_hint = true WHERE id = $1")
         .bind(behind)
         .execute(&db.pool)
         .await

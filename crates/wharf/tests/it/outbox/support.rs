@@ -213,7 +213,7 @@ impl Adapter for Fake {
                     .expect("a read through the read-only connection");
                 assert!(read >= 1, "the attempt's own action is there to read");
                 let wrote =
-                    sqlx::query("UPDATE wharf.action SET lane_key = lane_key WHERE id = $1")
+                    sqlx::query("UPDATE wharf.action_live SET lane_key = lane_key WHERE id = $1")
                         .bind(attempt.action_id())
                         .execute(&mut *conn)
                         .await;
@@ -321,13 +321,13 @@ pub fn code(s: &'static str) -> ErrorCode {
 
 /// Expires every lease now (instead of waiting for it).
 pub async fn expire_leases(pool: &PgPool) {
-    sqlx::query("UPDATE wharf.action SET lease_expires_at = now() - interval '1 second' WHERE state = 'EXECUTING'")
+    sqlx::query("UPDATE wharf.action_live SET lease_expires_at = now() - interval '1 second' WHERE state = 'EXECUTING'")
         .execute(pool)
         .await
         .unwrap();
 }
 
-/// Makes every UPDATE of `wharf.action` whose text matches `pattern` (LIKE) fail, after letting
+/// Makes every UPDATE of `wharf.action_live` whose text matches `pattern` (LIKE) fail, after letting
 /// `skip` of them through. A statement-level trigger, so it fires even when no row matches.
 pub async fn fail_updates_matching(pool: &sqlx::PgPool, pattern: &str, skip: i32) {
     for sql in [
@@ -348,7 +348,7 @@ pub async fn fail_updates_matching(pool: &sqlx::PgPool, pattern: &str, skip: i32
            END LOOP;
            RETURN NULL;
          END $$",
-        "CREATE TRIGGER zz_fail BEFORE UPDATE ON wharf.action
+        "CREATE TRIGGER zz_fail BEFORE UPDATE ON wharf.action_live
            FOR EACH STATEMENT EXECUTE FUNCTION public.fail_matching()",
     ] {
         sqlx::query(sql).execute(pool).await.unwrap();

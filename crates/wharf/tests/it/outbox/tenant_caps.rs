@@ -190,7 +190,7 @@ async fn a_capped_claim_never_takes_more_than_100() {
         .unwrap();
     drop(conn);
     sqlx::query(
-        "UPDATE wharf.action SET state = 'EXECUTING', epoch = 1, attempt = 1,
+        "UPDATE wharf.action_live SET state = 'EXECUTING', epoch = 1, attempt = 1,
                 lease_expires_at = now() - interval '1 second'
           WHERE tenant_id = 't4'",
     )
