@@ -37,7 +37,7 @@ impl Report {
     }
 }
 
-const CHECKS: [(&str, &str, &str); 8] = [
+const CHECKS: [(&str, &str, &str); 9] = [
     (
         "payload_without_identity",
         "every inbox payload has its permanent identity",
@@ -67,6 +67,11 @@ const CHECKS: [(&str, &str, &str); 8] = [
         "action_without_key",
         "every action has its idempotency key row, so its key stays refused to a second enqueue",
         include_str!("../../sql/verify/action_without_key.sql"),
+    ),
+    (
+        "key_without_action",
+        "every key row names an action that has it, so no key is refused for an action gone",
+        include_str!("../../sql/verify/key_without_action.sql"),
     ),
     (
         "lane_executing_twice",

@@ -343,6 +343,47 @@ async fn list_pages_in_id_order_with_filters() {
         .map(|v| v.id)
         .collect();
     assert_eq!(got, vec![proposal]);
+
+    // Ended actions (in wharf.action_ended) page in id order among the live ones, and a state
+    // filter finds each in its own table.
+    let mut conn = db.pool.acquire().await.unwrap();
+    let operator = wharf::outbox::Operator::new("alice@example.org", "corr-1");
+    wharf::outbox::cancel(&mut conn, &operator, ids[1])
+        .await
+        .unwrap();
+    drop(conn);
+    let by_state = |state: ActionState| ListFilter {
+        state: Some(state),
+        ..ListFilter::default()
+    };
+    let ids_of =
+        |page: Vec<wharf::outbox::ActionView>| page.iter().map(|v| v.id).collect::<Vec<_>>();
+    let mut filter = ListFilter {
+        limit: 2,
+        ..ListFilter::default()
+    };
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let page = list(&db.pool, &filter).await.unwrap();
+        seen.extend(page.iter().map(|v| v.id));
+        if page.len() < 2 {
+            break;
+        }
+        filter.after_id = page.last().map(|v| v.id);
+    }
+    assert_eq!(seen, all);
+    let cancelled = ids_of(
+        list(&db.pool, &by_state(ActionState::Cancelled))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(cancelled, vec![ids[1]]);
+    let admitted = ids_of(
+        list(&db.pool, &by_state(ActionState::Admitted))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(admitted, vec![ids[0], ids[2], ids[3], ids[4]]);
     let too_many = ListFilter {
         limit: wharf::outbox::LIST_LIMIT_MAX + 1,
         ..ListFilter::default()
