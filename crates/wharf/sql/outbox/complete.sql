@@ -11,8 +11,9 @@
 -- $9 boolean[] clear write_started_at (the adapter proved nothing was written).
 -- $10 timestamptz: "now" for tests; NULL means the database clock.
 --
--- The plan, fixed by the text: the primary key finds the batch's rows (`a.id = ANY($1)`), and
--- they are joined to the arrays by hash. The state test is a CASE on purpose: no partial index on
+-- The plan, fixed by the text: the primary key finds each part's rows (`a.id = ANY` the ids
+-- that part names, the released ones for the UPDATE, the ended ones for the DELETE), and they
+-- are joined to the arrays by hash. The state test is a CASE on purpose: no partial index on
 -- EXECUTING rows can serve it, and the planner estimates it at one half instead of believing the
 -- statistics. Statistics taken while every row was ADMITTED (a bench's ANALYZE after enqueue,
 -- any quiet moment) say almost nothing is EXECUTING; believing them, the planner walked
