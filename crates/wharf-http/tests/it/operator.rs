@@ -77,26 +77,7 @@ async fn make_uncertain(pool: &sqlx::PgPool, id: i64) {
     .execute(pool)
     .await
     .unwrap();
-    sqlx::query(
-        "WITH gone AS (DELETE FROM wharf.action_live WHERE id = $1 RETURNING *)
-         INSERT INTO wharf.action_ended (id, kind, tenant_id, project_id, lane_key, idempotency_key,
-                                         content_digest, at_most_once, instance_level, state,
-                                         stop_reason, epoch, attempt, max_attempts, subject_account_id,
-                                         run_at, expires_at, write_started_at, readback_ref, error_code,
-                                         created_at, ended_at)
-         SELECT id, kind, tenant_id, project_id, lane_key, idempotency_key, content_digest,
-                at_most_once, instance_level, $2, $3, epoch, attempt, max_attempts,
-                subject_account_id, run_at, expires_at, write_started_at, readback_ref, $4, created_at,
-                now()
-           FROM gone",
-    )
-    .bind(id)
-    .bind("UNCERTAIN")
-    .bind("UNCERTAIN_PROVIDER")
-    .bind("timeout")
-    .execute(pool)
-    .await
-    .unwrap();
+    crate::support::end_by_hand(pool, id, "UNCERTAIN", "UNCERTAIN_PROVIDER", Some("timeout")).await;
 }
 
 /// Row counts of every table and the text of every action row.

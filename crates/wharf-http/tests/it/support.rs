@@ -1,6 +1,7 @@
 //! A router served on a loopback port for one test, an HTTP client for it, a raw HTTP/1.1
 //! exchange for what a well-behaved client never sends, a TCP proxy in front of PostgreSQL that
-//! cuts a connection at a chosen statement, and a census of every wharf table.
+//! cuts a connection at a chosen statement, a census of every wharf table, and an action ended
+//! by hand as wharf's endings end it.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -289,4 +290,35 @@ impl wharf::outbox::Adapter for Noop {
     async fn execute(&self, _attempt: &mut wharf::outbox::Attempt) -> wharf::outbox::Outcome {
         wharf::outbox::Outcome::Done { readback_ref: None }
     }
+}
+
+/// Ends a live action by hand as wharf's endings do: the row moves from wharf.action_live to
+/// wharf.action_ended (0060) with the given end.
+pub async fn end_by_hand(
+    pool: &sqlx::PgPool,
+    id: i64,
+    state: &str,
+    reason: &str,
+    error_code: Option<&str>,
+) {
+    sqlx::query(
+        "WITH gone AS (DELETE FROM wharf.action_live WHERE id = $1 RETURNING *)
+         INSERT INTO wharf.action_ended (id, kind, tenant_id, project_id, lane_key, idempotency_key,
+                                         content_digest, at_most_once, instance_level, state,
+                                         stop_reason, epoch, attempt, max_attempts, subject_account_id,
+                                         run_at, expires_at, write_started_at, readback_ref, error_code,
+                                         created_at, ended_at)
+         SELECT id, kind, tenant_id, project_id, lane_key, idempotency_key, content_digest,
+                at_most_once, instance_level, $2, $3, epoch, attempt, max_attempts,
+                subject_account_id, run_at, expires_at, write_started_at, readback_ref, $4, created_at,
+                now()
+           FROM gone",
+    )
+    .bind(id)
+    .bind(state)
+    .bind(reason)
+    .bind(error_code)
+    .execute(pool)
+    .await
+    .unwrap();
 }

@@ -95,13 +95,9 @@ async fn verify_passes_on_a_fresh_database_and_names_a_broken_invariant() {
     assert_eq!(broken, ["executing_without_lease"]);
 }
 
-/// 0051 makes the console's trail and the library's one: a database that has rows in both at
-/// 0050 keeps every row, in the order each was written, with who, role, what, when and
-/// correlation id, and the table still refuses changes.
-#[tokio::test]
-async fn the_console_audit_moves_into_the_one_operator_audit_with_every_row_kept() {
-    let db = TestDb::new().await;
-    // Back to an empty schema, then up to 0050 only: the state 0051 upgrades.
+/// Back to an empty schema, then every migration below `version` (which must exist): the state
+/// that migration upgrades.
+async fn migrated_up_to_before(db: &TestDb, version: i64) {
     sqlx::query("DROP SCHEMA wharf CASCADE")
         .execute(&db.pool)
         .await
@@ -111,12 +107,22 @@ async fn the_console_audit_moves_into_the_one_operator_audit_with_every_row_kept
     before.migrations = full
         .migrations
         .iter()
-        .filter(|m| m.version < 51)
+        .filter(|m| m.version < version)
         .cloned()
         .collect::<Vec<_>>()
         .into();
-    assert!(full.migrations.iter().any(|m| m.version == 51));
+    assert!(full.migrations.iter().any(|m| m.version == version));
     before.run(&db.pool).await.unwrap();
+}
+
+/// 0051 makes the console's trail and the library's one: a database that has rows in both at
+/// 0050 keeps every row, in the order each was written, with who, role, what, when and
+/// correlation id, and the table still refuses changes.
+#[tokio::test]
+async fn the_console_audit_moves_into_the_one_operator_audit_with_every_row_kept() {
+    let db = TestDb::new().await;
+    // Back to an empty schema, then up to 0050 only: the state 0051 upgrades.
+    migrated_up_to_before(&db, 51).await;
     sqlx::query(
         "INSERT INTO wharf.operator_audit (operation, action_id, actor, detail, correlation_id,
                                            recorded_at)
@@ -230,21 +236,7 @@ async fn the_console_audit_moves_into_the_one_operator_audit_with_every_row_kept
 #[tokio::test]
 async fn ended_actions_move_to_their_own_table_with_every_action_and_key_kept() {
     let db = TestDb::new().await;
-    sqlx::query("DROP SCHEMA wharf CASCADE")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    let full = wharf::migrate::migrator();
-    let mut before = wharf::migrate::migrator();
-    before.migrations = full
-        .migrations
-        .iter()
-        .filter(|m| m.version < 60)
-        .cloned()
-        .collect::<Vec<_>>()
-        .into();
-    assert!(full.migrations.iter().any(|m| m.version == 60));
-    before.run(&db.pool).await.unwrap();
+    migrated_up_to_before(&db, 60).await;
     sqlx::query(
         "INSERT INTO wharf.action (kind, tenant_id, lane_key, idempotency_key, content_digest,
                                    at_most_once, instance_level, state, stop_reason, epoch,

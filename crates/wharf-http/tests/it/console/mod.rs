@@ -222,45 +222,14 @@ pub async fn end_uncertain(db: &TestDb, id: i64) {
     .execute(&db.pool)
     .await
     .unwrap();
-    end_by_hand(
-        db,
+    crate::support::end_by_hand(
+        &db.pool,
         id,
         "UNCERTAIN",
         "LEASE_LOST_AFTER_WRITE",
         Some("lease_lost"),
     )
     .await;
-}
-
-/// Ends a live action by hand as wharf's endings do: the row moves from wharf.action_live to
-/// wharf.action_ended (0060) with the given end.
-pub async fn end_by_hand(
-    db: &TestDb,
-    id: i64,
-    state: &str,
-    reason: &str,
-    error_code: Option<&str>,
-) {
-    sqlx::query(
-        "WITH gone AS (DELETE FROM wharf.action_live WHERE id = $1 RETURNING *)
-         INSERT INTO wharf.action_ended (id, kind, tenant_id, project_id, lane_key, idempotency_key,
-                                         content_digest, at_most_once, instance_level, state,
-                                         stop_reason, epoch, attempt, max_attempts, subject_account_id,
-                                         run_at, expires_at, write_started_at, readback_ref, error_code,
-                                         created_at, ended_at)
-         SELECT id, kind, tenant_id, project_id, lane_key, idempotency_key, content_digest,
-                at_most_once, instance_level, $2, $3, epoch, attempt, max_attempts,
-                subject_account_id, run_at, expires_at, write_started_at, readback_ref, $4, created_at,
-                now()
-           FROM gone",
-    )
-    .bind(id)
-    .bind(state)
-    .bind(reason)
-    .bind(error_code)
-    .execute(&db.pool)
-    .await
-    .unwrap();
 }
 
 /// A tenant, a key, a credential, and a stream whose cursor is 2 with sequences 5 and 6

@@ -54,10 +54,10 @@ async fn attempts_per_minute_count_each_latest_attempt_at_the_minute_its_call_st
          write_started_at = now() - interval '2 hours'",
     )
     .await;
-    end_by_hand(&db, old, "UNCERTAIN", "LEASE_LOST_AFTER_WRITE", None).await;
+    crate::support::end_by_hand(&db.pool, old, "UNCERTAIN", "LEASE_LOST_AFTER_WRITE", None).await;
     // Cancelled before it ever ran: an end, not an attempt.
     let cancelled = enqueue(&base, "a5", "lane-a5", false, None).await;
-    end_by_hand(&db, cancelled, "CANCELLED", "OPERATOR", None).await;
+    crate::support::end_by_hand(&db.pool, cancelled, "CANCELLED", "OPERATOR", None).await;
 
     let mut conn = db.pool.acquire().await.unwrap();
     let o = wharf::console::overview(&mut conn, Some(now))

@@ -100,6 +100,15 @@ async fn move_to(
     .map(|_| ())
 }
 
+/// The action's state, live or ended (the view `wharf.action`).
+async fn state_of(pool: &sqlx::PgPool, id: i64) -> String {
+    sqlx::query_scalar("SELECT state FROM wharf.action WHERE id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 fn sqlstate(e: &sqlx::Error) -> String {
     e.as_database_error()
         .and_then(|d| d.code())
@@ -118,12 +127,7 @@ async fn every_pair_of_states_against_the_trigger() {
             let moved = from.can_transition(to) && to.is_ended();
             if from.can_transition(to) && !moved {
                 result.unwrap_or_else(|e| panic!("{from} -> {to} must be allowed: {e}"));
-                let state: String =
-                    sqlx::query_scalar("SELECT state FROM wharf.action WHERE id = $1")
-                        .bind(id)
-                        .fetch_one(&db.pool)
-                        .await
-                        .unwrap();
+                let state = state_of(&db.pool, id).await;
                 assert_eq!(state, to.as_str());
             } else {
                 // A legal ending is a move (the row deleted from action_live and inserted into
@@ -136,12 +140,7 @@ async fn every_pair_of_states_against_the_trigger() {
                     code, expected,
                     "{from} -> {to} (legal as a move: {moved}): {e}"
                 );
-                let state: String =
-                    sqlx::query_scalar("SELECT state FROM wharf.action WHERE id = $1")
-                        .bind(id)
-                        .fetch_one(&db.pool)
-                        .await
-                        .unwrap();
+                let state = state_of(&db.pool, id).await;
                 assert_eq!(state, from.as_str());
             }
             checked += 1;

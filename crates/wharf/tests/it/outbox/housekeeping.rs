@@ -282,6 +282,25 @@ async fn shutdown_leaves_an_unfinished_action_to_be_reclaimed() {
     assert!(fake.seen()[1].write_started);
 }
 
+/// Every action's id, read through `list` two at a time, cursor after cursor.
+async fn every_page_of_two(pool: &sqlx::PgPool) -> Vec<i64> {
+    use wharf::outbox::{ListFilter, list};
+    let mut filter = ListFilter {
+        limit: 2,
+        ..ListFilter::default()
+    };
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let page = list(pool, &filter).await.unwrap();
+        seen.extend(page.iter().map(|v| v.id));
+        if page.len() < 2 {
+            break;
+        }
+        filter.after_id = page.last().map(|v| v.id);
+    }
+    seen
+}
+
 #[tokio::test]
 async fn list_pages_in_id_order_with_filters() {
     use wharf::outbox::{ListFilter, list};
@@ -303,19 +322,7 @@ async fn list_pages_in_id_order_with_filters() {
     p.proposed = true;
     let proposal = enqueue(&db.pool, &registry, p).await;
 
-    let mut filter = ListFilter {
-        limit: 2,
-        ..ListFilter::default()
-    };
-    let mut seen = Vec::new();
-    for _ in 0..10 {
-        let page = list(&db.pool, &filter).await.unwrap();
-        seen.extend(page.iter().map(|v| v.id));
-        if page.len() < 2 {
-            break;
-        }
-        filter.after_id = page.last().map(|v| v.id);
-    }
+    let seen = every_page_of_two(&db.pool).await;
     let mut all = ids.clone();
     all.push(proposal);
     assert_eq!(seen, all);
@@ -358,19 +365,7 @@ async fn list_pages_in_id_order_with_filters() {
     };
     let ids_of =
         |page: Vec<wharf::outbox::ActionView>| page.iter().map(|v| v.id).collect::<Vec<_>>();
-    let mut filter = ListFilter {
-        limit: 2,
-        ..ListFilter::default()
-    };
-    let mut seen = Vec::new();
-    for _ in 0..10 {
-        let page = list(&db.pool, &filter).await.unwrap();
-        seen.extend(page.iter().map(|v| v.id));
-        if page.len() < 2 {
-            break;
-        }
-        filter.after_id = page.last().map(|v| v.id);
-    }
+    let seen = every_page_of_two(&db.pool).await;
     assert_eq!(seen, all);
     let cancelled = ids_of(
         list(&db.pool, &by_state(ActionState::Cancelled))
