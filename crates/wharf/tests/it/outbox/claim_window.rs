@@ -462,6 +462,45 @@ async fn a_demotion_passes_over_a_busy_lane_whose_completion_is_in_flight() {
     assert!(stranded(&db.pool).await.is_empty());
 }
 
+/// Erasure deletes an action in whichever table holds it, even one that a completion moves to
+/// wharf.action_ended while the erasure waits for its live row (0060): the live row is gone
+/// when the wait ends, and only a later statement's snapshot sees the ended one. With erasure
+/// as one statement over both tables (before `erase_subject_ended.sql`) this test fails: the
+/// ended action and its key stay.
+#[tokio::test]
+async fn an_erasure_that_waits_for_a_completion_still_erases_the_ended_action() {
+    let db = TestDb::new().await;
+    let (registry, ..) = registry();
+    let (head, next) = one_busy_lane(&db.pool, &registry, Some("acct")).await;
+    let mut completion = db.pool.begin().await.unwrap();
+    let done = [finished(&head, DONE)];
+    assert_eq!(
+        store::complete(&mut *completion, &done, None)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let erasure = tokio::spawn({
+        let pool = db.pool.clone();
+        async move { wharf::outbox::erase_subject(&pool, "acct").await }
+    });
+    until_someone_waits_for_a_lock(&db.pool).await;
+    completion.commit().await.unwrap();
+    assert_eq!(erasure.await.unwrap().unwrap(), 1);
+    let left: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM wharf.action WHERE id = $1)
+              + (SELECT count(*) FROM wharf.action_key WHERE action_id = $1)",
+    )
+    .bind(head.id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0, "the ended action or its key survived the erasure");
+    assert!(hint(&db.pool, next).await);
+    assert!(stranded(&db.pool).await.is_empty());
+}
+
 #[tokio::test]
 async fn an_erasure_in_a_repeatable_read_transaction_fails_rather_than_strand_the_lane() {
     let db = TestDb::new().await;
