@@ -203,6 +203,10 @@ pub(crate) struct OutboxArgs {
     /// Wake-ups: enqueue's NOTIFY hint and the executor's LISTEN.
     #[arg(long, value_enum, default_value = "on")]
     notify: OnOff,
+    /// ExecutorConfig::vacuum_live: the executor vacuums the live table when enough dead row
+    /// versions gathered (off: only autovacuum, as before 2026-12-07).
+    #[arg(long, value_enum, default_value = "on")]
+    vacuum_live: OnOff,
     /// Backlog sizes to sweep, ascending (e.g. 10000,1000000): claim cost against backlog.
     /// 0 = no backlog (the plain enqueue-then-drain run).
     #[arg(long, value_delimiter = ',', default_value = "0")]
@@ -773,6 +777,7 @@ async fn drain(bench: &Bench, target: u64) -> anyhow::Result<Drained> {
     config.claims_in_flight_max = args.claims_in_flight;
     config.fence_with_claim = args.fence_with_claim.on();
     config.notify = args.notify.on();
+    config.vacuum_live = args.vacuum_live.on();
     let executors = bench
         .pools
         .iter()

@@ -32,6 +32,13 @@ struct ExecutorSection {
     retention_ms: Option<u64>,
     /// 1..=4, default 1 (see `ExecutorConfig::claims_in_flight_max`).
     claims_in_flight_max: Option<u32>,
+    /// Default true (see `ExecutorConfig::vacuum_live`): false leaves the live table to
+    /// autovacuum, for a role that should not vacuum or an operator who tunes it.
+    vacuum_live: Option<bool>,
+    /// 100..=1e9, default 100,000 (see `ExecutorConfig::vacuum_dead_rows_min`).
+    vacuum_dead_rows_min: Option<u64>,
+    /// 0..=1000, default 50 (see `ExecutorConfig::vacuum_dead_per_mille`).
+    vacuum_dead_per_mille: Option<u32>,
 }
 
 /// The executor settings: the `[executor]` table over the defaults.
@@ -53,7 +60,10 @@ pub fn executor_config(config: &Config) -> anyhow::Result<ExecutorConfig> {
         notify,
         shutdown_grace_ms,
         retention_ms,
-        claims_in_flight_max
+        claims_in_flight_max,
+        vacuum_live,
+        vacuum_dead_rows_min,
+        vacuum_dead_per_mille
     );
     Ok(out)
 }

@@ -40,6 +40,7 @@ pub(super) fn row_json(
         "claim_ahead": args.claim_ahead,
         "completion_batch": args.completion_batch, "notify": args.notify.on(),
         "claims_in_flight": args.claims_in_flight, "fence_with_claim": args.fence_with_claim.on(),
+        "vacuum_live": args.vacuum_live.on(),
         "lane_violations": bench.adapter.lane_violations(),
         "backlog": backlog, "backlog_lanes": args.backlog_lanes,
         "backlog_due": !args.backlog_not_due,
@@ -147,7 +148,7 @@ pub(super) fn ceiling_cells(row: &Value, header: &mut Vec<String>, cells: &mut V
 pub(super) fn print_plain(bench: &Bench, rows: &[Value], summary: &Value, machine: &Machine) {
     let args = &bench.args;
     println!(
-        "wharf bench outbox  n={} workers={} executors={} lanes={} claim_batch={} claim_ahead={} completion_batch={} notify={}  ({} runs)",
+        "wharf bench outbox  n={} workers={} executors={} lanes={} claim_batch={} claim_ahead={} completion_batch={} notify={} vacuum_live={}  ({} runs)",
         args.n,
         args.workers,
         args.executors,
@@ -160,6 +161,7 @@ pub(super) fn print_plain(bench: &Bench, rows: &[Value], summary: &Value, machin
         args.claim_ahead,
         args.completion_batch,
         if args.notify.on() { "on" } else { "off" },
+        if args.vacuum_live.on() { "on" } else { "off" },
         rows.len()
     );
     println!("{}", machine.line());

@@ -47,7 +47,11 @@ mod maintenance;
 mod run;
 
 use crate::store::outbox::{ClaimedRow, CompletionRow};
-pub use config::{ExecutorConfig, FENCE_MARGIN_PER_LEASE_DIVISOR};
+pub use config::{
+    ExecutorConfig, FENCE_MARGIN_PER_LEASE_DIVISOR, VACUUM_DEAD_ROWS_LIMIT_MAX,
+    VACUUM_DEAD_ROWS_LIMIT_MIN,
+};
+pub use maintenance::LiveVacuum;
 
 /// Hard ceiling of one claim (SPEC §2.3): bounds the statement's locks and the batch's work.
 pub const CLAIM_BATCH_LIMIT: u32 = 100;
@@ -180,7 +184,7 @@ impl Executor {
     /// An executor over `pool` for the kinds in `registry`. Checks the configuration.
     ///
     /// Connections: the executor opens its own small pools for its statements (claims, fences,
-    /// completions, sweeps; at most 8 connections, plus one per claim in flight for the claims,
+    /// completions, sweeps, the live table's vacuum; at most 8 connections, plus one per claim in flight for the claims,
     /// made lazily from `pool`'s connect options), so a busy application pool never holds up a
     /// fence. `pool` itself serves the NOTIFY
     /// listener (one connection while [`run`](Executor::run) runs, with `notify` on) and the

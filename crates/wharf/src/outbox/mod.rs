@@ -49,7 +49,8 @@ pub use decide::{DEFER_MS_MAX, READBACK_REF_BYTES_MAX};
 pub use error::Error;
 pub use executor::{
     CLAIM_BATCH_LIMIT, DrainReport, Executor, ExecutorConfig, FENCE_MARGIN_PER_LEASE_DIVISOR,
-    NOTIFY_CHANNEL, SweepReport,
+    LiveVacuum, NOTIFY_CHANNEL, SweepReport, VACUUM_DEAD_ROWS_LIMIT_MAX,
+    VACUUM_DEAD_ROWS_LIMIT_MIN,
 };
 pub use fail_point::{FAIL_POINT_EXIT_CODE, FAIL_POINT_VAR};
 pub use kind::{

@@ -636,3 +636,29 @@ pub async fn due_gauges<'c>(
         .fetch_all(executor)
         .await
 }
+
+/// Dead row versions in the live table since its last vacuum, its live rows, and whether this
+/// role may vacuum it (`live_dead_rows.sql`).
+pub async fn live_dead_rows<'c>(
+    executor: impl PgExecutor<'c>,
+) -> Result<(i64, i64, bool), sqlx::Error> {
+    sqlx::query_as(include_str!("../../sql/outbox/live_dead_rows.sql"))
+        .fetch_one(executor)
+        .await
+}
+
+/// Vacuums the live table, skipping it if another vacuum holds it (`vacuum_live.sql`). The
+/// connection's own: VACUUM cannot run in a transaction, and the skip's warning is silenced on
+/// it for the statement (an autovacuum holding the table is normal, not worth a log line).
+pub async fn vacuum_live(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql("SET client_min_messages = error")
+        .execute(&mut *conn)
+        .await?;
+    let vacuumed = sqlx::raw_sql(include_str!("../../sql/outbox/vacuum_live.sql"))
+        .execute(&mut *conn)
+        .await;
+    sqlx::raw_sql("RESET client_min_messages")
+        .execute(&mut *conn)
+        .await?;
+    vacuumed.map(|_| ())
+}

@@ -18,3 +18,4 @@ mod reclaim;
 mod run_loop;
 mod support;
 mod tenant_caps;
+mod vacuum;

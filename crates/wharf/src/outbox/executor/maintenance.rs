@@ -1,7 +1,7 @@
 //! Housekeeping of one replica: the sweeps (expired unstarted actions; leases lost after a write
-//! or on the last attempt), retention and the due gauges, one shot each, and the task that runs
-//! them on their intervals beside `run`'s loop; and the task that keeps the pauses the loop
-//! claims under fresh.
+//! or on the last attempt), retention, the due gauges and the live table's vacuum, one shot
+//! each, and the tasks that run them on their intervals beside `run`'s loop; and the task that
+//! keeps the pauses the loop claims under fresh.
 //!
 //! Owns: when and in what bounded batches each runs, and what each reports. Must not know SQL
 //! (the store has it) or anything of claiming and running attempts.
@@ -83,6 +83,81 @@ impl Executor {
         Ok(())
     }
 
+    /// Vacuums the live table if the dead row versions gathered in it since its last vacuum
+    /// reached the threshold ([`ExecutorConfig::vacuum_live`](super::ExecutorConfig)):
+    /// `vacuum_dead_rows_min` plus `vacuum_dead_per_mille` of its live rows. The counts are the
+    /// server's statistics, gathered from every replica a second or so late; a vacuum that
+    /// another one (an autovacuum, another replica's) holds the table for is skipped, not
+    /// waited for. Runs whatever `vacuum_live` says: the setting only decides whether `run`
+    /// calls it.
+    pub async fn vacuum_if_due(&self) -> Result<LiveVacuum, Error> {
+        let c = &self.inner.config;
+        let pool = &self.inner.statements;
+        let (dead, live, may_vacuum) = store::outbox::live_dead_rows(pool).await?;
+        if !may_vacuum {
+            return Ok(LiveVacuum::NotAllowed);
+        }
+        let (dead, live) = (
+            u64::try_from(dead).unwrap_or(0),
+            u64::try_from(live).unwrap_or(0),
+        );
+        let threshold = c.vacuum_threshold_rows(live);
+        if dead < threshold {
+            return Ok(LiveVacuum::NotDue {
+                dead_rows: dead,
+                threshold_rows: threshold,
+            });
+        }
+        let started = Instant::now();
+        let mut conn = pool.acquire().await?;
+        if let Err(e) = store::outbox::vacuum_live(&mut conn).await {
+            // It may have failed between its SET and RESET: that connection goes.
+            conn.close_on_drop();
+            return Err(e.into());
+        }
+        Ok(LiveVacuum::Vacuumed {
+            dead_rows: dead,
+            took_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        })
+    }
+
+    /// [`vacuum_if_due`](Self::vacuum_if_due) every `vacuum_check_interval_ms` until `stop`
+    /// turns true, on its own task: on a table of millions of actions a vacuum takes seconds,
+    /// which must hold up neither the sweeps nor the claims. Ends at once, with one line that
+    /// says so, for a role that may not vacuum the table.
+    pub(super) async fn vacuum_when_due(&self, mut stop: watch::Receiver<bool>) {
+        let every = Duration::from_millis(self.inner.config.vacuum_check_interval_ms);
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                _ = stop.wait_for(|stop| *stop) => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            match self.vacuum_if_due().await {
+                Ok(LiveVacuum::NotAllowed) => {
+                    tracing::info!(
+                        "this role may not vacuum wharf.action_live (it is not its owner): \
+                         the executor leaves vacuuming it to autovacuum"
+                    );
+                    return;
+                }
+                Ok(LiveVacuum::Vacuumed { dead_rows, took_ms }) => {
+                    failing = false;
+                    tracing::debug!(dead_rows, took_ms, "vacuumed wharf.action_live");
+                }
+                Ok(LiveVacuum::NotDue { .. }) => failing = false,
+                // One warning per outage, as the pauses do.
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "outbox vacuum of the live table failed");
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "outbox vacuum of the live table still fails")
+                }
+            }
+        }
+    }
+
     /// Sweeps, retention and gauges on their intervals until `stop` turns true. Beside the
     /// claim loop, so a slow sweep never holds up starting actions.
     pub(super) async fn housekeeping(&self, mut stop: watch::Receiver<bool>) {
@@ -141,4 +216,27 @@ impl Executor {
             }
         }
     }
+}
+
+/// What one [`Executor::vacuum_if_due`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LiveVacuum {
+    /// Fewer dead row versions than the threshold: nothing done.
+    NotDue {
+        /// Dead row versions counted.
+        dead_rows: u64,
+        /// What would have started a vacuum.
+        threshold_rows: u64,
+    },
+    /// The vacuum ran, or was skipped at once because another vacuum held the table.
+    Vacuumed {
+        /// Dead row versions counted before it.
+        dead_rows: u64,
+        /// How long it took, in milliseconds.
+        took_ms: u64,
+    },
+    /// This role may not vacuum the table (not its owner, nor the database's, nor a
+    /// superuser): nothing done.
+    NotAllowed,
 }

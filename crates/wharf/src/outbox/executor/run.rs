@@ -124,6 +124,11 @@ impl Executor {
             let stopped = stopped.clone();
             tokio::spawn(async move { this.housekeeping(stopped).await })
         };
+        let vacuum = c.vacuum_live.then(|| {
+            let this = self.clone();
+            let stopped = stopped.clone();
+            tokio::spawn(async move { this.vacuum_when_due(stopped).await })
+        });
         let pause_watch = {
             let this = self.clone();
             tokio::spawn(async move { this.watch_pauses(stopped).await })
@@ -338,6 +343,12 @@ impl Executor {
         let _ = recorder.await;
         let _ = housekeeping.await;
         let _ = pause_watch.await;
+        // A vacuum of a big table takes seconds and leaves nothing half done: it is cut off, not
+        // waited for.
+        if let Some(vacuum) = vacuum {
+            vacuum.abort();
+            let _ = vacuum.await;
+        }
         if let Some(listener) = listener {
             listener.abort();
         }
