@@ -14,7 +14,8 @@
 #   --n N                 jobs per drain, the same for both systems [100000]
 #   --workers C           wharf --workers, Graphile --concurrency, pgbench --clients [10]
 #   --rounds R            A-B pairs; odd gives a clean median [5]
-#   --ceiling-seconds S   pgbench run per round; 0 = no ceiling [10]
+#   --ceiling-seconds S   pgbench run per round; 0 = no ceiling [10]. The model ceiling drains
+#                         --n instead, whatever S (> 0) is: the table wharf's drain meets
 #   --ceiling-script NAME claim_fence_complete (one action per step, as an unbatched executor)
 #                         or claim_fence_complete_batch (--ceiling-batch actions per step), or
 #                         claim_complete_batch (the same with the claim as the fence, as wharf
@@ -242,12 +243,16 @@ for round in $(seq 1 "$rounds"); do
 
     if (( ceiling_seconds > 0 )); then
         if [[ $ceiling_script == model ]]; then
-            # A backlog the run cannot exhaust (past its end claims come back empty), and a
-            # head window every client's claim fits in (model.sh's rule for --scan).
+            # The drain wharf runs: a backlog of --n, drained to its end by whole claims
+            # (--transactions each, so the table has the size wharf's drain meets; until
+            # 2026-12-07 a 10 s run over 600,000 rows, a bigger and slower table than wharf's
+            # 100,000), and a head window every client's claim fits in (model.sh's rule for
+            # --scan).
             c_out="$(measure "pgbench model ceiling" env DATABASE_URL="$url" \
                 "$here/pgbench/model.sh" --variants moved --drain --rounds 1 \
-                --seconds "$ceiling_seconds" --clients "$ceiling_clients" --batch "$ceiling_batch" \
-                --rows "$(( 60000 * ceiling_seconds ))" \
+                --transactions "$(( n / (ceiling_clients * ceiling_batch) > 0 ? n / (ceiling_clients * ceiling_batch) : 1 ))" \
+                --clients "$ceiling_clients" --batch "$ceiling_batch" \
+                --rows "$(( n > ceiling_clients * ceiling_batch ? n : ceiling_clients * ceiling_batch + 1 ))" \
                 --scan "$(( ceiling_clients * ceiling_batch > 1000 ? ceiling_clients * ceiling_batch : 1000 ))")"
             # The run's own line (the last one is model.sh's summary).
             c_out="$(printf '%s\n' "$c_out" | grep '"variant"')"

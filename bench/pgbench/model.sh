@@ -29,6 +29,10 @@
 #
 # Usage: DATABASE_URL=postgres://… bench/pgbench/model.sh [options]
 #   --seconds S   pgbench -T per run [10]
+#   --transactions T  pgbench -t T per client instead of -T: with --drain and --rows N,
+#                 T = N ÷ (clients × batch) drains what N leaves, a table of the size a drain of
+#                 N meets (bench/compare.sh's model ceiling; a -T run needs more rows than it
+#                 drains, and a bigger table is a slower one)
 #   --clients C   pgbench -c [4]
 #   --threads J   pgbench -j [min(C, cores)]
 #   --batch B     actions per step, 1..100 (wharf's claim maximum) [100]
@@ -57,6 +61,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 die() { echo "model.sh: $*" >&2; exit 2; }
 
 seconds=10
+per_client=0
 clients=4
 threads=""
 batch=100
@@ -71,6 +76,7 @@ drain=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --seconds) seconds="${2:?--seconds needs a value}"; shift 2 ;;
+        --transactions) per_client="${2:?--transactions needs a value}"; shift 2 ;;
         --clients) clients="${2:?--clients needs a value}"; shift 2 ;;
         --threads) threads="${2:?--threads needs a value}"; shift 2 ;;
         --batch) batch="${2:?--batch needs a value}"; shift 2 ;;
@@ -89,6 +95,7 @@ done
 
 is_int() { [[ "$1" =~ ^[0-9]+$ ]] && (( "$1" >= $2 && "$1" <= $3 )); }
 is_int "$seconds" 1 3600 || die "--seconds must be 1..3600"
+is_int "$per_client" 0 100000000 || die "--transactions must be 0..100000000 (0: run --seconds)"
 is_int "$clients" 1 1000 || die "--clients must be 1..1000"
 is_int "$batch" 1 100 || die "--batch must be 1..100"
 is_int "$rounds" 1 100 || die "--rounds must be 1..100"
@@ -200,8 +207,10 @@ for (( round = 1; round <= rounds; round++ )); do
 
         out="$(mktemp)"
         status=0
-        timeout --kill-after=10 "$(( seconds + 60 ))" \
-            "$pgbench" -n -M prepared -T "$seconds" -c "$clients" -j "$threads" \
+        length=(-T "$seconds"); limit=$(( seconds + 60 ))
+        (( per_client == 0 )) || { length=(-t "$per_client"); limit=3600; }
+        timeout --kill-after=10 "$limit" \
+            "$pgbench" -n -M prepared "${length[@]}" -c "$clients" -j "$threads" \
             -D batch="$batch" -D scan="$scan" -D enqueue="$(( 1 - drain ))" -f "$script" "$DATABASE_URL" \
             >"$out" 2>&1 || status=$?
         if (( status != 0 )) || grep -qiE 'error|abort' "$out"; then
@@ -246,13 +255,14 @@ for (( round = 1; round <= rounds; round++ )); do
         jps="$(awk -v t="$tps" -v d="$drained" -v n="$transactions" 'BEGIN { printf "%.3f", t * d / n }')"
         mean_claim="$(awk -v d="$drained" -v n="$transactions" 'BEGIN { printf "%.2f", d / n }')"
         jps_of[$variant]+="$jps "
-        if [[ "$variant" != inplace && -n "${inplace_round:-}" ]]; then
-            ratios_of[$variant]+="$(awk -v m="$jps" -v i="$inplace_round" 'BEGIN { printf "%.4f", m / i }') "
-        else
+        # A ratio only against this round's inplace (--variants moved alone has none).
+        if [[ "$variant" == inplace ]]; then
             inplace_round="$jps"
+        elif [[ -n "${inplace_round:-}" ]]; then
+            ratios_of[$variant]+="$(awk -v m="$jps" -v i="$inplace_round" 'BEGIN { printf "%.4f", m / i }') "
         fi
-        printf '{"system":"pgbench-model","variant":"%s","round":%d,"clients":%d,"threads":%d,"seconds":%d,"batch":%d,"rows":%d,"history":%d,"scan":%d,"fillfactor":%d,"drain":%s,"transactions":%d,"drained":%d,"mean_claim":%s,"tps":%s,"jobs_per_second":%s,"latency_ms_avg":%s,"live_updates":%d,"live_hot_updates":%d,"table_kb":{%s},"pgbench_version":"%s","server_version":"%s"}\n' \
-            "$variant" "$round" "$clients" "$threads" "$seconds" "$batch" "$rows" "$history" \
+        printf '{"system":"pgbench-model","variant":"%s","round":%d,"clients":%d,"threads":%d,"seconds":%d,"transactions_per_client":%d,"batch":%d,"rows":%d,"history":%d,"scan":%d,"fillfactor":%d,"drain":%s,"transactions":%d,"drained":%d,"mean_claim":%s,"tps":%s,"jobs_per_second":%s,"latency_ms_avg":%s,"live_updates":%d,"live_hot_updates":%d,"table_kb":{%s},"pgbench_version":"%s","server_version":"%s"}\n' \
+            "$variant" "$round" "$clients" "$threads" "$seconds" "$per_client" "$batch" "$rows" "$history" \
             "$scan" "$fillfactor" "$drain_json" "$transactions" "$drained" "$mean_claim" "$tps" "$jps" "$latency" \
             "${updates:-0}" "${hot_updates:-0}" "$sizes" "$pgbench_version" "$server_version"
     done

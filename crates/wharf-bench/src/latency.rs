@@ -62,6 +62,10 @@ pub(crate) struct LatencyArgs {
     /// Wake-ups to measure, alternating per run (e.g. on,off).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "on,off")]
     notify: Vec<OnOff>,
+    /// ExecutorConfig::vacuum_live: the executor vacuums the live table when enough dead row
+    /// versions gathered (off: only autovacuum). A sustained rate is where it shows.
+    #[arg(long, value_enum, default_value = "on")]
+    vacuum_live: OnOff,
     /// Runs per wake-up setting; the medians are reported.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     runs: u32,
@@ -206,6 +210,7 @@ async fn one_run(
     config.concurrency_max = args.workers;
     config.per_kind_concurrency_max = args.workers;
     config.notify = notify.on();
+    config.vacuum_live = args.vacuum_live.on();
     let executor = Executor::new(executor_pool.clone(), registry.clone(), config)?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let running = tokio::spawn({
@@ -361,6 +366,7 @@ fn measure(args: &LatencyArgs, timeline: &Timeline, notify: OnOff) -> Value {
         "notify": notify.on(), "rate": args.rate, "seconds": args.seconds,
         "warmup_seconds": args.warmup_seconds, "workers": args.workers,
         "enqueuers": args.enqueuers, "lanes": args.lanes,
+        "vacuum_live": args.vacuum_live.on(),
         "measured": measured, "achieved_per_second": achieved,
         "lag_ms": Distribution::of(lag),
         "start_ms": start,
