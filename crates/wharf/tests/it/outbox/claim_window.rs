@@ -501,6 +501,47 @@ async fn an_erasure_that_waits_for_a_completion_still_erases_the_ended_action() 
     assert!(stranded(&db.pool).await.is_empty());
 }
 
+/// The operator's row lock asks twice for the same reason erasure runs two statements: the
+/// cancel waits for the live row a completion holds, the completion moves the action, and the
+/// cancel must say it ended (DONE), not that it does not exist. With one ask, it answers
+/// NotFound.
+#[tokio::test]
+async fn an_operator_cancel_that_waits_for_a_completion_finds_the_ended_action() {
+    let db = TestDb::new().await;
+    let (registry, ..) = registry();
+    let (head, _next) = one_busy_lane(&db.pool, &registry, None).await;
+    let mut completion = db.pool.begin().await.unwrap();
+    let done = [finished(&head, DONE)];
+    assert_eq!(
+        store::complete(&mut *completion, &done, None)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let cancel = tokio::spawn({
+        let pool = db.pool.clone();
+        async move {
+            let mut conn = pool.acquire().await.unwrap();
+            let op = wharf::outbox::Operator::new("alice@example.org", "corr-race");
+            wharf::outbox::cancel(&mut conn, &op, head.id).await
+        }
+    });
+    until_someone_waits_for_a_lock(&db.pool).await;
+    completion.commit().await.unwrap();
+    match cancel.await.unwrap() {
+        Err(wharf::outbox::Error::NotCancellable { id, state }) => {
+            assert_eq!((id, state), (head.id, ActionState::Done));
+        }
+        other => panic!("expected NotCancellable for the ended action, got {other:?}"),
+    }
+    let audited: i64 = sqlx::query_scalar("SELECT count(*) FROM wharf.operator_audit")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(audited, 0, "a refused cancel wrote an audit row");
+}
+
 #[tokio::test]
 async fn an_erasure_in_a_repeatable_read_transaction_fails_rather_than_strand_the_lane() {
     let db = TestDb::new().await;
