@@ -163,6 +163,10 @@ struct Inner {
     /// The pauses claims skip, as last read; `None` until the first read, and no claim is
     /// made before it (a restarted replica must not claim a paused kind).
     pauses: std::sync::RwLock<Option<Arc<PauseSet>>>,
+    /// Dead row versions this executor's last vacuum of the live table could not remove (an
+    /// older snapshot still saw them): the next vacuum waits for a threshold beyond these, so
+    /// a long transaction elsewhere does not make it vacuum again every check.
+    vacuum_dead_left: std::sync::atomic::AtomicU64,
 }
 
 /// Runs actions. Cheap to clone (shared state).
@@ -221,6 +225,7 @@ impl Executor {
                 wake: Notify::new(),
                 freed: Notify::new(),
                 pauses: std::sync::RwLock::new(None),
+                vacuum_dead_left: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }

@@ -7,6 +7,7 @@
 //! (the store has it) or anything of claiming and running attempts.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -85,7 +86,8 @@ impl Executor {
 
     /// Vacuums the live table if the dead row versions gathered in it since its last vacuum
     /// reached the threshold ([`ExecutorConfig::vacuum_live`](super::ExecutorConfig)):
-    /// `vacuum_dead_rows_min` plus `vacuum_dead_per_mille` of its live rows. The counts are the
+    /// `vacuum_dead_rows_min` plus `vacuum_dead_per_mille` of its live rows, beyond what this
+    /// executor's last vacuum could not remove. The counts are the
     /// server's statistics, gathered from every replica a second or so late; a vacuum that
     /// another one (an autovacuum, another replica's) holds the table for is skipped, not
     /// waited for. Runs whatever `vacuum_live` says: the setting only decides whether `run`
@@ -101,7 +103,15 @@ impl Executor {
             u64::try_from(dead).unwrap_or(0),
             u64::try_from(live).unwrap_or(0),
         );
-        let threshold = c.vacuum_threshold_rows(live);
+        // What the last vacuum left, unless a vacuum since (another replica's, autovacuum)
+        // left less.
+        let left = self
+            .inner
+            .vacuum_dead_left
+            .load(Ordering::Relaxed)
+            .min(dead);
+        self.inner.vacuum_dead_left.store(left, Ordering::Relaxed);
+        let threshold = left.saturating_add(c.vacuum_threshold_rows(live));
         if dead < threshold {
             return Ok(LiveVacuum::NotDue {
                 dead_rows: dead,
@@ -115,9 +125,17 @@ impl Executor {
             conn.close_on_drop();
             return Err(e.into());
         }
+        let took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // The vacuum's own count of what it could not remove is the server's at once.
+        let (after, ..) = store::outbox::live_dead_rows(&mut *conn).await?;
+        let left_rows = u64::try_from(after).unwrap_or(0);
+        self.inner
+            .vacuum_dead_left
+            .store(left_rows, Ordering::Relaxed);
         Ok(LiveVacuum::Vacuumed {
             dead_rows: dead,
-            took_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            left_rows,
+            took_ms,
         })
     }
 
@@ -141,9 +159,13 @@ impl Executor {
                     );
                     return;
                 }
-                Ok(LiveVacuum::Vacuumed { dead_rows, took_ms }) => {
+                Ok(LiveVacuum::Vacuumed {
+                    dead_rows,
+                    left_rows,
+                    took_ms,
+                }) => {
                     failing = false;
-                    tracing::debug!(dead_rows, took_ms, "vacuumed wharf.action_live");
+                    tracing::debug!(dead_rows, left_rows, took_ms, "vacuumed wharf.action_live");
                 }
                 Ok(LiveVacuum::NotDue { .. }) => failing = false,
                 // One warning per outage, as the pauses do.
@@ -233,6 +255,11 @@ pub enum LiveVacuum {
     Vacuumed {
         /// Dead row versions counted before it.
         dead_rows: u64,
+        /// Dead row versions counted right after it: those an older snapshot still sees (a
+        /// long transaction anywhere on the server) stay until it ends. The next vacuum waits
+        /// for the threshold beyond these, so such a transaction cannot make this executor
+        /// vacuum every second to no effect.
+        left_rows: u64,
         /// How long it took, in milliseconds.
         took_ms: u64,
     },

@@ -53,6 +53,23 @@ async fn enqueue_many(pool: &PgPool, registry: &std::sync::Arc<wharf::outbox::Re
     }
 }
 
+/// Asks [`Executor::vacuum_if_due`] until it vacuums (the statistics arrive a second or so
+/// late); (dead rows before, dead rows left after).
+async fn until_vacuumed(ex: &Executor) -> (u64, u64) {
+    for _ in 0..300 {
+        match ex.vacuum_if_due().await.unwrap() {
+            LiveVacuum::Vacuumed {
+                dead_rows,
+                left_rows,
+                ..
+            } => return (dead_rows, left_rows),
+            LiveVacuum::NotDue { .. } => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => panic!("the test's role owns the table: {other:?}"),
+        }
+    }
+    panic!("no vacuum within 30 s");
+}
+
 #[tokio::test]
 async fn the_live_table_is_vacuumed_after_its_threshold_of_dead_rows_and_not_before() {
     let db = TestDb::new().await;
@@ -94,24 +111,49 @@ async fn the_live_table_is_vacuumed_after_its_threshold_of_dead_rows_and_not_bef
     // One more: 100, the threshold itself.
     enqueue(&db.pool, &registry, req("lane-last", "key-last")).await;
     assert!(ex.drain().await.unwrap().finished);
-    let mut vacuumed = None;
-    for _ in 0..300 {
-        match ex.vacuum_if_due().await.unwrap() {
-            LiveVacuum::Vacuumed { dead_rows, .. } => {
-                vacuumed = Some(dead_rows);
-                break;
-            }
-            LiveVacuum::NotDue { .. } => tokio::time::sleep(Duration::from_millis(100)).await,
-            other => panic!("the test's role owns the table: {other:?}"),
-        }
-    }
-    assert_eq!(vacuumed, Some(100));
+    let (dead, left) = until_vacuumed(&ex).await;
+    assert_eq!((dead, left), (100, 0));
     assert_eq!(vacuums(&db.pool).await, 1);
     // The vacuum reset the count: nothing is due again.
     assert!(matches!(
         ex.vacuum_if_due().await.unwrap(),
         LiveVacuum::NotDue { dead_rows: 0, .. }
     ));
+}
+
+#[tokio::test]
+async fn dead_rows_an_open_snapshot_keeps_do_not_start_a_vacuum_at_every_check() {
+    let db = TestDb::new().await;
+    no_autovacuum(&db.pool).await;
+    let (registry, ..) = registry();
+    let mut c = vacuum_config();
+    c.vacuum_live = false; // vacuum_if_due by hand only
+    let ex = Executor::new(db.pool.clone(), registry.clone(), c).unwrap();
+    enqueue_many(&db.pool, &registry, 50).await;
+    // A long transaction elsewhere on the server: its snapshot, taken before the drain, still
+    // sees every version the drain leaves dead, so no vacuum can remove them.
+    let mut long = db.pool.begin().await.unwrap();
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *long)
+        .await
+        .unwrap();
+    sqlx::query("SELECT count(*) FROM wharf.action_live")
+        .execute(&mut *long)
+        .await
+        .unwrap();
+    assert!(ex.drain().await.unwrap().finished);
+    let (dead, left) = until_vacuumed(&ex).await;
+    assert_eq!((dead, left), (100, 100), "the vacuum could remove nothing");
+    // The next check does not vacuum the same 100 again: its threshold is beyond them.
+    match ex.vacuum_if_due().await.unwrap() {
+        LiveVacuum::NotDue {
+            dead_rows,
+            threshold_rows,
+        } => assert_eq!((dead_rows, threshold_rows), (100, 200)),
+        other => panic!("expected NotDue past what was left, got {other:?}"),
+    }
+    assert_eq!(vacuums(&db.pool).await, 1);
+    long.rollback().await.unwrap();
 }
 
 /// Runs the executor until `n` actions are done, then `extra` longer, and stops it.
