@@ -389,6 +389,24 @@ async fn one_busy_lane(
     (head, next)
 }
 
+/// A completion of `head` (DONE) that has moved it and not committed: it holds the live row
+/// until the caller commits or drops it.
+async fn completing(
+    pool: &sqlx::PgPool,
+    head: &ClaimedRow,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut completion = pool.begin().await.unwrap();
+    let done = [finished(head, DONE)];
+    assert_eq!(
+        store::complete(&mut *completion, &done, None)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    completion
+}
+
 #[tokio::test]
 async fn a_completion_that_comes_after_the_demotion_waits_for_it_and_restores_the_hint() {
     let db = TestDb::new().await;
@@ -423,15 +441,7 @@ async fn a_demotion_passes_over_a_busy_lane_whose_completion_is_in_flight() {
     let (registry, ..) = registry();
     let (head, next) = one_busy_lane(&db.pool, &registry, None).await;
     // The completion has updated the head (its trigger found the hint on) and not committed.
-    let mut completion = db.pool.begin().await.unwrap();
-    let done = [finished(&head, DONE)];
-    assert_eq!(
-        store::complete(&mut *completion, &done, None)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    let completion = completing(&db.pool, &head).await;
     // The demotion still sees the head EXECUTING, but must neither wait nor demote.
     let demoted = tokio::time::timeout(
         StdDuration::from_secs(30),
@@ -448,14 +458,7 @@ async fn a_demotion_passes_over_a_busy_lane_whose_completion_is_in_flight() {
     assert!(stranded(&db.pool).await.is_empty());
     // Now with the next action demoted: the completion's trigger puts the hint back (not yet
     // committed), and a demotion meanwhile changes nothing.
-    let mut completion = db.pool.begin().await.unwrap();
-    assert_eq!(
-        store::complete(&mut *completion, &done, None)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    let completion = completing(&db.pool, &head).await;
     assert_eq!(store::demote(&db.pool, 1000, None).await.unwrap(), 0);
     completion.commit().await.unwrap();
     assert!(hint(&db.pool, next).await);
@@ -472,15 +475,7 @@ async fn an_erasure_that_waits_for_a_completion_still_erases_the_ended_action() 
     let db = TestDb::new().await;
     let (registry, ..) = registry();
     let (head, next) = one_busy_lane(&db.pool, &registry, Some("acct")).await;
-    let mut completion = db.pool.begin().await.unwrap();
-    let done = [finished(&head, DONE)];
-    assert_eq!(
-        store::complete(&mut *completion, &done, None)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    let completion = completing(&db.pool, &head).await;
     let erasure = tokio::spawn({
         let pool = db.pool.clone();
         async move { wharf::outbox::erase_subject(&pool, "acct").await }
@@ -510,15 +505,7 @@ async fn an_operator_cancel_that_waits_for_a_completion_finds_the_ended_action()
     let db = TestDb::new().await;
     let (registry, ..) = registry();
     let (head, _next) = one_busy_lane(&db.pool, &registry, None).await;
-    let mut completion = db.pool.begin().await.unwrap();
-    let done = [finished(&head, DONE)];
-    assert_eq!(
-        store::complete(&mut *completion, &done, None)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    let completion = completing(&db.pool, &head).await;
     let cancel = tokio::spawn({
         let pool = db.pool.clone();
         async move {

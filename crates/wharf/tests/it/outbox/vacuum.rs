@@ -70,14 +70,21 @@ async fn until_vacuumed(ex: &Executor) -> (u64, u64) {
     panic!("no vacuum within 30 s");
 }
 
-#[tokio::test]
-async fn the_live_table_is_vacuumed_after_its_threshold_of_dead_rows_and_not_before() {
+/// A test database without autovacuum on the live table, and an executor whose vacuum only
+/// [`Executor::vacuum_if_due`] called by hand runs (`vacuum_live` off).
+async fn by_hand() -> (TestDb, std::sync::Arc<wharf::outbox::Registry>, Executor) {
     let db = TestDb::new().await;
     no_autovacuum(&db.pool).await;
     let (registry, ..) = registry();
     let mut c = vacuum_config();
-    c.vacuum_live = false; // vacuum_if_due by hand only
+    c.vacuum_live = false;
     let ex = Executor::new(db.pool.clone(), registry.clone(), c).unwrap();
+    (db, registry, ex)
+}
+
+#[tokio::test]
+async fn the_live_table_is_vacuumed_after_its_threshold_of_dead_rows_and_not_before() {
+    let (db, registry, ex) = by_hand().await;
     // Nothing dead yet: not due, against the threshold of the settings.
     match ex.vacuum_if_due().await.unwrap() {
         LiveVacuum::NotDue {
@@ -123,12 +130,7 @@ async fn the_live_table_is_vacuumed_after_its_threshold_of_dead_rows_and_not_bef
 
 #[tokio::test]
 async fn dead_rows_an_open_snapshot_keeps_do_not_start_a_vacuum_at_every_check() {
-    let db = TestDb::new().await;
-    no_autovacuum(&db.pool).await;
-    let (registry, ..) = registry();
-    let mut c = vacuum_config();
-    c.vacuum_live = false; // vacuum_if_due by hand only
-    let ex = Executor::new(db.pool.clone(), registry.clone(), c).unwrap();
+    let (db, registry, ex) = by_hand().await;
     enqueue_many(&db.pool, &registry, 50).await;
     // A long transaction elsewhere on the server: its snapshot, taken before the drain, still
     // sees every version the drain leaves dead, so no vacuum can remove them.
@@ -156,8 +158,8 @@ async fn dead_rows_an_open_snapshot_keeps_do_not_start_a_vacuum_at_every_check()
     long.rollback().await.unwrap();
 }
 
-/// Runs the executor until `n` actions are done, then `extra` longer, and stops it.
-async fn run_until_done(ex: Executor, pool: &PgPool, n: i64, extra: Duration) {
+/// Starts `run`; the returned function stops it and waits for it to end.
+fn start(ex: Executor) -> impl AsyncFnOnce() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(async move {
         ex.run(async {
@@ -165,6 +167,15 @@ async fn run_until_done(ex: Executor, pool: &PgPool, n: i64, extra: Duration) {
         })
         .await
     });
+    async move || {
+        stop.send(()).unwrap();
+        running.await.unwrap().unwrap();
+    }
+}
+
+/// Runs the executor until `n` actions are done, then `extra` longer, and stops it.
+async fn run_until_done(ex: Executor, pool: &PgPool, n: i64, extra: Duration) {
+    let stop = start(ex);
     let mut done = 0;
     for _ in 0..3_000 {
         done = sqlx::query_scalar("SELECT count(*) FROM wharf.action_ended WHERE state = 'DONE'")
@@ -178,8 +189,7 @@ async fn run_until_done(ex: Executor, pool: &PgPool, n: i64, extra: Duration) {
     }
     assert_eq!(done, n);
     tokio::time::sleep(extra).await;
-    stop.send(()).unwrap();
-    running.await.unwrap().unwrap();
+    stop().await;
 }
 
 #[tokio::test]
@@ -193,13 +203,7 @@ async fn the_running_executor_vacuums_the_live_table_and_not_when_switched_off()
         let ex = Executor::new(db.pool.clone(), registry.clone(), c).unwrap();
         enqueue_many(&db.pool, &registry, 60).await;
         if on {
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let running = tokio::spawn(async move {
-                ex.run(async {
-                    let _ = stopped.await;
-                })
-                .await
-            });
+            let stop = start(ex);
             let mut seen = 0;
             for _ in 0..300 {
                 seen = vacuums(&db.pool).await;
@@ -208,8 +212,7 @@ async fn the_running_executor_vacuums_the_live_table_and_not_when_switched_off()
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            stop.send(()).unwrap();
-            running.await.unwrap().unwrap();
+            stop().await;
             assert!(seen > 0, "no vacuum after 120 dead versions");
         } else {
             // Long enough for the statistics to arrive and the check to have run many times.
