@@ -48,6 +48,7 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ -x "$wharf" ]] || { echo "all.sh: no wharf binary at $wharf" >&2; exit 2; }
+[[ -z "$baseline" || -x "$baseline" ]] || { echo "all.sh: no baseline binary at $baseline" >&2; exit 2; }
 mkdir -p "$out"
 say() { echo "== $*" >&2; }
 
@@ -95,13 +96,20 @@ say "machine"
     grep -m1 'model name' /proc/cpuinfo || true
     free -m
     uptime
-    git -C "$root" log -1 --format='commit: %H %s'
+    git -C "$root" log -1 --format='checkout: %H %s'
+    # Which code each binary is: its own `--version` names the commit its build stamped
+    # (bench/README.md); the checkout above need not be it, and a copied baseline never is.
+    for bin in "$wharf" ${baseline:+"$baseline"}; do
+        version=$("$bin" --version)
+        echo "binary: $bin: $version, sha256 $(sha256sum "$bin" | cut -c1-16)"
+        [[ $version == *"(commit "* ]] \
+            || echo "  (no commit stamped: build it with WHARF_BUILD_COMMIT set, bench/README.md)"
+    done
     psql "$DATABASE_URL" -X -At -c "SELECT 'server: ' || version()" \
         -c "SELECT 'fsync=' || current_setting('fsync') || ' synchronous_commit=' || current_setting('synchronous_commit') || ' shared_buffers=' || current_setting('shared_buffers') || ' wal_level=' || current_setting('wal_level')"
 } >"$out/machine.txt"
 
 if [[ -n "$baseline" ]]; then
-    [[ -x "$baseline" ]] || { echo "all.sh: no baseline binary at $baseline" >&2; exit 2; }
     # Before/after of a change: one drain each, alternating, so both see the same noise. The
     # baseline gets a database of its own on the same server: it may predate a migration, and
     # refuses a schema newer than itself.

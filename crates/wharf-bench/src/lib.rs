@@ -41,6 +41,8 @@ use sqlx::PgPool;
 /// The database the benchmarks use on the embedded cluster: never `wharf`, so no benchmark
 /// row lands where `wharf serve` keeps real actions.
 pub const BENCH_DATABASE: &str = "wharf_bench";
+
+pub use report::build_commit;
 /// The tenant every benchmark envelope belongs to.
 pub(crate) const TENANT: &str = "wharf-bench";
 

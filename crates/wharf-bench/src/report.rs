@@ -32,7 +32,9 @@ pub(crate) struct Machine {
     pub(crate) load_end: String,
     /// wharf's version.
     pub(crate) version: &'static str,
-    /// The checkout's commit, when the binary runs from one.
+    /// The commit the binary was built from ([`build_commit`]), or else the commit of the
+    /// checkout it runs from, marked `checkout …` (which a binary built earlier, or copied
+    /// elsewhere, does not share).
     pub(crate) commit: String,
 }
 
@@ -106,10 +108,22 @@ fn memory_mib() -> Option<u64> {
     Some(kib / 1024)
 }
 
-/// The commit of the checkout the binary was built in, asked of git next to the executable
-/// (there is no build script to stamp it in). "unknown" outside a checkout; "-dirty" when the
-/// tree has changes, since a figure from uncommitted code cannot be reproduced from the hash.
+/// The commit this binary was built from, when its build stamped one: `WHARF_BUILD_COMMIT` in
+/// the environment of `cargo build` (bench/README.md shows the command). A benchmark binary is
+/// often copied away from its checkout, a baseline always is, so only a stamp says which code
+/// a figure came from. Read where it is compiled: setting or changing it rebuilds this crate
+/// and the binary, nothing below them.
+pub fn build_commit() -> Option<&'static str> {
+    option_env!("WHARF_BUILD_COMMIT").filter(|commit| !commit.is_empty())
+}
+
+/// The report's commit: the build's stamp, or else the checkout next to the executable, marked
+/// `checkout`, with `-dirty` when its tree has changes (a figure from uncommitted code cannot
+/// be reproduced from the hash); "unknown" with neither.
 fn git_commit() -> String {
+    if let Some(stamped) = build_commit() {
+        return stamped.to_owned();
+    }
     let dir = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
@@ -129,7 +143,7 @@ fn git_commit() -> String {
         Some(hash) => {
             let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
                 .is_some_and(|s| !s.is_empty());
-            if dirty { format!("{hash}-dirty") } else { hash }
+            format!("checkout {hash}{}", if dirty { "-dirty" } else { "" })
         }
         None => "unknown".into(),
     }

@@ -17,12 +17,26 @@ use clap::{Parser, Subcommand};
 
 /// wharf: a durable outbox for side effects and a signed-envelope inbox, on PostgreSQL.
 #[derive(Debug, Parser)]
-#[command(name = "wharf", version, about, propagate_version = true)]
+#[command(name = "wharf", version = version(), about, propagate_version = true)]
 pub struct Cli {
     #[command(flatten)]
     global: config::GlobalArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `wharf --version`: the crate's version, and the commit the build stamped, if any
+/// ([`wharf_bench::build_commit`]), so a benchmark binary says which code it is.
+fn version() -> &'static str {
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| version_text(env!("CARGO_PKG_VERSION"), wharf_bench::build_commit()))
+}
+
+fn version_text(version: &str, commit: Option<&str>) -> String {
+    match commit {
+        Some(commit) => format!("{version} (commit {commit})"),
+        None => version.to_owned(),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -146,5 +160,19 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {}", report::chain(&e));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_text;
+
+    #[test]
+    fn the_version_names_the_stamped_commit_and_only_a_stamped_one() {
+        assert_eq!(
+            version_text("0.1.0", Some("5bdbcb9a1b2c")),
+            "0.1.0 (commit 5bdbcb9a1b2c)"
+        );
+        assert_eq!(version_text("0.1.0", None), "0.1.0");
     }
 }

@@ -71,7 +71,9 @@ pub struct ExecutorConfig {
     /// (locked, or taken since its snapshot) before it finds its own. A claim beside another
     /// goes out only for a whole `claim_batch_max`. One at a time is the default: on 2 cores
     /// two drained no faster (medians 17.1 k against 17.8 k jobs/s over five rounds, 24
-    /// workers, 2026-12-06; BENCHMARKS.md); more may pay where the server has cores to spare.
+    /// workers, 2026-12-06), and with the live table of migration 0060 ×1.07 over five rounds
+    /// but ×0.95 over three with 1,000 lanes (2026-12-07; BENCHMARKS.md); more may pay where
+    /// the server has cores to spare.
     pub claims_in_flight_max: u32,
     /// Let the claim's own commit be the fence of kinds that are not at-most-once (SPEC §2.3,
     /// "refinement for speed"): the claim records `write_started_at`, and `begin_write` answers
