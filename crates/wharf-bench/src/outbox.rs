@@ -335,30 +335,7 @@ async fn plain(bench: &Bench, machine: &mut Machine) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for run in 1..=args.runs {
         clean(&bench.pool, args.shared_database, false).await?;
-        let tag = format!("{}:{run}", bench.tag);
-        let lanes = args.lanes;
-        let make = move |i: u64| {
-            let lane = if lanes == 0 { i } else { i % lanes };
-            ActionRequest::new(
-                KIND,
-                format!("bench:{tag}:{lane}"),
-                format!("bench:{tag}:{i}"),
-                json!({ "i": i }),
-            )
-        };
-        let bar = report::counter_bar(args.n, "enqueue");
-        let enqueued = enqueue(
-            &bench.pool,
-            &bench.registry,
-            args.n,
-            args.enqueue_batch as usize,
-            args.enqueue_connections as usize,
-            Arc::new(make),
-            &bar,
-            &bench.deadline,
-        )
-        .await?;
-        bar.finish_and_clear();
+        let enqueued = enqueue_measured(bench, format!("{}:{run}", bench.tag), args.lanes).await?;
         analyze(&bench.pool).await?;
         super::checkpoint(&bench.pool).await;
 
@@ -503,6 +480,35 @@ async fn analyze(pool: &PgPool) -> anyhow::Result<()> {
 struct Enqueued {
     seconds: f64,
     count: u64,
+}
+
+/// Enqueues the `--n` actions a drain measures, keyed by `tag`, over `lanes` lanes (0: a lane
+/// each), behind a progress bar, with `--enqueue-batch` and `--enqueue-connections`.
+async fn enqueue_measured(bench: &Bench, tag: String, lanes: u64) -> anyhow::Result<Enqueued> {
+    let args = &bench.args;
+    let make = move |i: u64| {
+        let lane = if lanes == 0 { i } else { i % lanes };
+        ActionRequest::new(
+            KIND,
+            format!("bench:{tag}:{lane}"),
+            format!("bench:{tag}:{i}"),
+            json!({ "i": i }),
+        )
+    };
+    let bar = report::counter_bar(args.n, "enqueue");
+    let enqueued = enqueue(
+        &bench.pool,
+        &bench.registry,
+        args.n,
+        args.enqueue_batch as usize,
+        args.enqueue_connections as usize,
+        Arc::new(make),
+        &bar,
+        &bench.deadline,
+    )
+    .await?;
+    bar.finish_and_clear();
+    Ok(enqueued)
 }
 
 /// Enqueues `n` requests built by `make(i)`, `batch` per `enqueue_many` call (each its own

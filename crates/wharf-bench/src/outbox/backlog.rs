@@ -24,34 +24,13 @@ pub(super) async fn sweep(bench: &Bench, machine: &mut Machine) -> anyhow::Resul
             } else {
                 backlog + args.n
             };
-            top_up(bench, target, &format!("{}:{backlog}:{run}", bench.tag)).await?;
-            let mut enqueued = None;
-            if args.backlog_not_due {
-                let tag = format!("{}:{backlog}:{run}", bench.tag);
-                let make = move |i: u64| {
-                    ActionRequest::new(
-                        KIND,
-                        format!("bench:{tag}:{i}"),
-                        format!("bench:{tag}:{i}"),
-                        json!({ "i": i }),
-                    )
-                };
-                let bar = report::counter_bar(args.n, "enqueue");
-                enqueued = Some(
-                    enqueue(
-                        &bench.pool,
-                        &bench.registry,
-                        args.n,
-                        args.enqueue_batch as usize,
-                        args.enqueue_connections as usize,
-                        Arc::new(make),
-                        &bar,
-                        &bench.deadline,
-                    )
-                    .await?,
-                );
-                bar.finish_and_clear();
-            }
+            let tag = format!("{}:{backlog}:{run}", bench.tag);
+            top_up(bench, target, &tag).await?;
+            let enqueued = if args.backlog_not_due {
+                Some(enqueue_measured(bench, tag, 0).await?)
+            } else {
+                None
+            };
             analyze(&bench.pool).await?;
             crate::checkpoint(&bench.pool).await;
             let drained = drain(bench, args.n).await?;
