@@ -6,7 +6,8 @@
 //! decoding or verification (requests arrive verified, as [`Job`]s), nor SQL (see
 //! [`crate::store::inbox`]).
 //!
-//! One writer task per [`super::Inbox`], started on first use. It takes the first waiting job,
+//! One writer per [`super::Inbox`], started on first use, on a thread of its own with its own
+//! connections ([`start`] says why). It takes the first waiting job,
 //! then every job already waiting, up to [`GROUP_ENVELOPES_MAX`] envelopes, and commits them in
 //! one transaction, with at most [`GROUPS_IN_FLIGHT`] groups committing at once; it never waits
 //! for more, so a lone request is not delayed, and under load the requests that arrived during
@@ -138,16 +139,9 @@ impl Writer {
     /// caller's task: a lone producer pays no hand-off between tasks. Dropping the caller's
     /// future then drops (rolls back) only its own transaction, and its client is gone anyway.
     pub(super) async fn submit(&self, job: Job) -> Result<Answered, CommitError> {
-        let queue = self.queue.get_or_init(|| {
-            let (send, receive) = mpsc::channel(QUEUE_JOBS_MAX);
-            tokio::spawn(run(
-                receive,
-                Arc::clone(&self.in_flight),
-                self.pool.clone(),
-                Arc::clone(&self.counters),
-            ));
-            send
-        });
+        let queue = self
+            .queue
+            .get_or_init(|| start(&self.pool, &self.in_flight, &self.counters));
         if queue.capacity() == queue.max_capacity()
             && let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned()
         {
@@ -167,6 +161,73 @@ impl Writer {
         answer
             .await
             .map_err(|_| CommitError::OutcomeUnknown(sqlx::Error::PoolClosed))?
+    }
+}
+
+/// Starts the writer and gives the queue it reads.
+///
+/// On a thread of its own, with a single-threaded runtime and a pool of its own
+/// ([`GROUPS_IN_FLIGHT`] connections, on `pool`'s server, credentials and application name):
+/// under load the application's runtime is busy answering and verifying requests, and a
+/// group's five round trips each waited there for a worker to notice the database had
+/// answered and then for its turn behind those requests. `pg_stat_activity` showed the
+/// group's backend idle in transaction, waiting for wharf, while a fifth of the machine was
+/// idle; single envelopes from 64 producers went ×1.16 faster on this thread
+/// (BENCHMARKS.md, 2026-12-07 afternoon). The thread sleeps in its own poll for the database's
+/// answers, so the kernel wakes it as each one arrives. Where no thread or runtime can be made,
+/// the writer runs as a task of the caller's runtime on `pool`, as it did before.
+fn start(
+    pool: &PgPool,
+    in_flight: &Arc<Semaphore>,
+    counters: &Arc<Counters>,
+) -> mpsc::Sender<(Job, Reply)> {
+    let (send, receive) = mpsc::channel(QUEUE_JOBS_MAX);
+    let options = (*pool.connect_options()).clone();
+    let acquire_timeout = pool.options().get_acquire_timeout();
+    let (thread_in_flight, thread_counters) = (Arc::clone(in_flight), Arc::clone(counters));
+    let started = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .and_then(|runtime| {
+            std::thread::Builder::new()
+                .name("wharf-inbox-writer".into())
+                .spawn(move || {
+                    runtime.block_on(async move {
+                        // Made here: a pool's connections belong to the runtime that opens
+                        // them, and their answers must wake this thread.
+                        let pool = sqlx::postgres::PgPoolOptions::new()
+                            .max_connections(GROUPS_IN_FLIGHT as u32)
+                            .min_connections(0)
+                            .acquire_timeout(acquire_timeout)
+                            .connect_lazy_with(options);
+                        run(
+                            receive,
+                            Arc::clone(&thread_in_flight),
+                            pool.clone(),
+                            thread_counters,
+                        )
+                        .await;
+                        // Every handle is gone. Groups still committing finish before the
+                        // runtime (and the tasks it runs them on) is dropped: a request that
+                        // gave up is committed all the same, as on any runtime.
+                        let _ = thread_in_flight.acquire_many(GROUPS_IN_FLIGHT as u32).await;
+                        pool.close().await;
+                    });
+                })
+        });
+    match started {
+        Ok(_) => send,
+        Err(e) => {
+            tracing::warn!(error = %e, "no thread for the inbox writer; it runs on the application's runtime");
+            let (send, receive) = mpsc::channel(QUEUE_JOBS_MAX);
+            tokio::spawn(run(
+                receive,
+                Arc::clone(in_flight),
+                pool.clone(),
+                Arc::clone(counters),
+            ));
+            send
+        }
     }
 }
 

@@ -198,6 +198,101 @@ async fn wait_for_lookups(fx: &Fx, n: u64, from: u64) {
     panic!("requests never reached the writer");
 }
 
+/// Returns once at least `n` sessions of the test's database wait for a lock.
+async fn wait_for_lock_waits(fx: &Fx, n: i64) {
+    for _ in 0..200 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(fx.pool())
+        .await
+        .unwrap();
+        if waiting >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("fewer than {n} requests ever waited for their streams");
+}
+
+/// The writer runs on a thread of its own; when the last handle of its inbox goes, a group it
+/// already took still commits before that thread ends, as it did on the application's runtime:
+/// a request whose client gave up is committed all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queued_request_whose_client_left_commits_though_its_inbox_is_dropped() {
+    let fx = Fx::new().await;
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+    let held_token = producer(&fx, "held").await;
+    assert!(
+        send_as(&fx.inbox, &held_token, &body_of(&fx, 50, 1))
+            .await
+            .is_acknowledged()
+    );
+    let late_token = producer(&fx, "late").await;
+    let inbox = Arc::new(Inbox::new(fx.pool().clone(), unlimited()));
+    assert_eq!(inbox::GROUPS_IN_FLIGHT, 2, "one held stream per group");
+
+    // Every group that may be in flight waits for a held stream, so the third request queues.
+    let (release, holder) = hold_stream(&fx, "laptop-1").await;
+    let (release_held, holder_held) = hold_stream(&fx, "held").await;
+    let send = |token: String, body: Vec<u8>| {
+        let inbox = Arc::clone(&inbox);
+        tokio::spawn(async move { send_as(&inbox, &token, &body).await })
+    };
+    let first = send(fx.token.clone(), fx.body(2));
+    let second = send(held_token.clone(), body_of(&fx, 50, 2));
+    wait_for_lock_waits(&fx, 2).await;
+    let lookups = inbox.counters().key_lookups;
+    let late = send(late_token, body_of(&fx, 60, 1));
+    for _ in 0..500 {
+        if inbox.counters().key_lookups > lookups {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // Every client leaves, and the inbox goes with its last handle.
+    for task in [first, second, late] {
+        task.abort();
+        let _ = task.await;
+    }
+    assert_eq!(
+        Arc::strong_count(&inbox),
+        1,
+        "the aborted requests let go of the inbox"
+    );
+    drop(inbox);
+
+    let mut committed: (i64, String) = (0, String::new());
+    for _ in 0..400 {
+        committed = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM wharf.inbox_identities i
+                      WHERE i.stream_id = s.stream_id),
+                    s.acknowledged_sequence::text
+               FROM wharf.inbox_streams s WHERE s.producer_id = 'late'",
+        )
+        .fetch_optional(fx.pool())
+        .await
+        .unwrap()
+        .unwrap_or((0, String::new()));
+        if committed.0 > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        committed,
+        (1, "1".to_owned()),
+        "the queued envelope was committed"
+    );
+    release.send(()).unwrap();
+    release_held.send(()).unwrap();
+    holder.await.unwrap();
+    holder_held.await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failed_group_commits_nothing_and_fails_only_the_request_that_broke_it() {
     let fx = Fx::new().await;
