@@ -216,76 +216,76 @@ async fn wait_for_lock_waits(fx: &Fx, n: i64) {
     panic!("fewer than {n} requests ever waited for their streams");
 }
 
-/// The writer runs on a thread of its own; when the last handle of its inbox goes, a group it
-/// already took still commits before that thread ends, as it did on the application's runtime:
-/// a request whose client gave up is committed all the same.
+/// The writer runs on a thread of its own; when the last handle of its inbox goes while a group
+/// it took is still committing, that thread waits for the group before it ends (as a task of
+/// the application's runtime would have finished it): a request whose client gave up is
+/// committed all the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_queued_request_whose_client_left_commits_though_its_inbox_is_dropped() {
+async fn a_group_in_flight_commits_though_its_client_left_and_its_inbox_is_dropped() {
     let fx = Fx::new().await;
-    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
     let held_token = producer(&fx, "held").await;
-    assert!(
-        send_as(&fx.inbox, &held_token, &body_of(&fx, 50, 1))
-            .await
-            .is_acknowledged()
-    );
     let late_token = producer(&fx, "late").await;
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+    for (token, stream) in [(&held_token, 50), (&late_token, 60)] {
+        let first = send_as(&fx.inbox, token, &body_of(&fx, stream, 1)).await;
+        assert!(first.is_acknowledged());
+    }
     let inbox = Arc::new(Inbox::new(fx.pool().clone(), unlimited()));
     assert_eq!(inbox::GROUPS_IN_FLIGHT, 2, "one held stream per group");
 
-    // Every group that may be in flight waits for a held stream, so the third request queues.
+    // Both groups that may be in flight wait for a held stream, so the third request queues
+    // for the writer, which takes it once they are gone, and waits for its stream in turn.
     let (release, holder) = hold_stream(&fx, "laptop-1").await;
     let (release_held, holder_held) = hold_stream(&fx, "held").await;
+    let (release_late, holder_late) = hold_stream(&fx, "late").await;
     let send = |token: String, body: Vec<u8>| {
         let inbox = Arc::clone(&inbox);
         tokio::spawn(async move { send_as(&inbox, &token, &body).await })
     };
     let first = send(fx.token.clone(), fx.body(2));
-    let second = send(held_token.clone(), body_of(&fx, 50, 2));
+    let second = send(held_token, body_of(&fx, 50, 2));
     wait_for_lock_waits(&fx, 2).await;
-    let lookups = inbox.counters().key_lookups;
-    let late = send(late_token, body_of(&fx, 60, 1));
-    for _ in 0..500 {
-        if inbox.counters().key_lookups > lookups {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-
-    // Every client leaves, and the inbox goes with its last handle.
-    for task in [first, second, late] {
+    let late = send(late_token, body_of(&fx, 60, 2));
+    for task in [first, second] {
         task.abort();
         let _ = task.await;
     }
+    // The two aborted requests' sessions still wait for their locks; the third is the writer's.
+    wait_for_lock_waits(&fx, 3).await;
+
+    // Its client leaves too, and the inbox goes with its last handle while the group waits.
+    late.abort();
+    let _ = late.await;
     assert_eq!(
         Arc::strong_count(&inbox),
         1,
         "the aborted requests let go of the inbox"
     );
     drop(inbox);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    release_late.send(()).unwrap();
+    holder_late.await.unwrap();
 
     let mut committed: (i64, String) = (0, String::new());
-    for _ in 0..400 {
+    for _ in 0..200 {
         committed = sqlx::query_as(
             "SELECT (SELECT count(*) FROM wharf.inbox_identities i
                       WHERE i.stream_id = s.stream_id),
                     s.acknowledged_sequence::text
                FROM wharf.inbox_streams s WHERE s.producer_id = 'late'",
         )
-        .fetch_optional(fx.pool())
+        .fetch_one(fx.pool())
         .await
-        .unwrap()
-        .unwrap_or((0, String::new()));
-        if committed.0 > 0 {
+        .unwrap();
+        if committed.0 > 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert_eq!(
         committed,
-        (1, "1".to_owned()),
-        "the queued envelope was committed"
+        (2, "2".to_owned()),
+        "the group in flight committed"
     );
     release.send(()).unwrap();
     release_held.send(()).unwrap();
