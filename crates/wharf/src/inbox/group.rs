@@ -172,7 +172,7 @@ impl Writer {
 /// group's five round trips each waited there for a worker to notice the database had
 /// answered and then for its turn behind those requests. `pg_stat_activity` showed the
 /// group's backend idle in transaction, waiting for wharf, while a fifth of the machine was
-/// idle; single envelopes from 64 producers went ×1.16 faster on this thread
+/// idle; single envelopes from 64 producers went ×1.18 faster on this thread
 /// (BENCHMARKS.md, 2026-12-07 afternoon). The thread sleeps in its own poll for the database's
 /// answers, so the kernel wakes it as each one arrives. Where no thread or runtime can be made,
 /// the writer runs as a task of the caller's runtime on `pool`, as it did before.
