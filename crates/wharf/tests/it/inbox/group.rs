@@ -74,27 +74,9 @@ async fn send_2_while_held(
     let token = fx.token.clone();
     let body = fx.body(2);
     let waiting = tokio::spawn(async move { send_as(&inbox, &token, &body).await });
-    wait_for_a_lock_wait(fx).await;
+    wait_for_lock_waits(fx, 1).await;
     holder.commit().await.unwrap();
     waiting.await.unwrap()
-}
-
-/// Returns once some session of the test's database waits for a lock.
-async fn wait_for_a_lock_wait(fx: &Fx) {
-    for _ in 0..200 {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(fx.pool())
-        .await
-        .unwrap();
-        if n > 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("the request never waited for the stream");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -213,7 +195,7 @@ async fn wait_for_lock_waits(fx: &Fx, n: i64) {
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    panic!("fewer than {n} requests ever waited for their streams");
+    panic!("fewer than {n} sessions ever waited for a lock");
 }
 
 /// The writer runs on a thread of its own; when the last handle of its inbox goes while a group
