@@ -168,14 +168,19 @@ impl Writer {
 ///
 /// On a thread of its own, with a single-threaded runtime and a pool of its own
 /// ([`GROUPS_IN_FLIGHT`] connections, on `pool`'s server, credentials and application name):
-/// under load the application's runtime is busy answering and verifying requests, and a
-/// group's five round trips each waited there for a worker to notice the database had
-/// answered and then for its turn behind those requests. `pg_stat_activity` showed the
-/// group's backend idle in transaction, waiting for wharf, while a fifth of the machine was
-/// idle; single envelopes from 64 producers went ×1.18 faster on this thread
-/// (BENCHMARKS.md, 2026-12-07 afternoon). The thread sleeps in its own poll for the database's
-/// answers, so the kernel wakes it as each one arrives. Where no thread or runtime can be made,
-/// the writer runs as a task of the caller's runtime on `pool`, as it did before.
+/// under load the application's runtime is busy answering and verifying requests, and (the
+/// likely cause, inferred rather than traced) a group's five round trips each waited there for
+/// a worker to notice the database had answered and then for its turn behind those requests.
+/// `pg_stat_activity` showed the group's backend idle in transaction, waiting for wharf, while
+/// a fifth of the machine was idle; single envelopes from 64 producers went ×1.18 faster on
+/// this thread (BENCHMARKS.md, 2026-12-07 afternoon). The thread sleeps in its own poll for the
+/// database's answers, so the kernel wakes it as each one arrives. Where no thread or runtime
+/// can be made, the writer runs as a task of the caller's runtime on `pool`, as it did before.
+///
+/// Not the executor's `own_pool`: that gives its connections a name of their own and drops the
+/// ping before each acquire; these keep the application's name, which `wharf restore` looks
+/// for among running processes, and the ping, as the application's pool has it (without it,
+/// ×1.04 within the noise, and a dead connection after a restart found another way).
 fn start(
     pool: &PgPool,
     in_flight: &Arc<Semaphore>,
