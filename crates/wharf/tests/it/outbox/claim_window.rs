@@ -534,9 +534,9 @@ async fn an_erasure_in_a_repeatable_read_transaction_fails_rather_than_strand_th
     let db = TestDb::new().await;
     let (registry, ..) = registry();
     let (_head, next) = one_busy_lane(&db.pool, &registry, Some("acct")).await;
-    let mut erasure = db.pool.begin().await.unwrap();
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        .execute(&mut *erasure)
+    let mut erasure = db
+        .pool
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
         .await
         .unwrap();
     // The snapshot is taken here, before the demotion commits.
@@ -558,9 +558,9 @@ async fn an_erasure_in_a_repeatable_read_transaction_fails_rather_than_strand_th
     assert!(stranded(&db.pool).await.is_empty());
 
     // Retried, it succeeds and the lane's next action is a head again.
-    let mut erasure = db.pool.begin().await.unwrap();
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        .execute(&mut *erasure)
+    let mut erasure = db
+        .pool
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
         .await
         .unwrap();
     assert_eq!(store::erase_subject(&mut erasure, "acct").await.unwrap(), 1);

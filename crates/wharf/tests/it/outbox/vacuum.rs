@@ -134,9 +134,9 @@ async fn dead_rows_an_open_snapshot_keeps_do_not_start_a_vacuum_at_every_check()
     enqueue_many(&db.pool, &registry, 50).await;
     // A long transaction elsewhere on the server: its snapshot, taken before the drain, still
     // sees every version the drain leaves dead, so no vacuum can remove them.
-    let mut long = db.pool.begin().await.unwrap();
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        .execute(&mut *long)
+    let mut long = db
+        .pool
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
         .await
         .unwrap();
     sqlx::query("SELECT count(*) FROM wharf.action_live")
