@@ -42,10 +42,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use wharf_core::inbox::{Identity, Known, Outcome, Refusal, StreamRun, StreamState};
 
+use super::held::Held;
 use super::ingest::{Candidate, Decided, Done, Item};
 use super::keys::{KeyUse, key_usable};
 use super::response::Original;
@@ -119,7 +120,10 @@ pub(super) struct Writer {
     queue: OnceLock<mpsc::Sender<(Job, Reply)>>,
     /// One permit per group committing, in the writer task or inline.
     in_flight: Arc<Semaphore>,
+    /// Where the writer's connections go (server, credentials, name, connect timeout).
     pool: PgPool,
+    /// The connections groups committed inline use, on the application's runtime.
+    inline: Held,
     counters: Arc<Counters>,
 }
 
@@ -128,6 +132,7 @@ impl Writer {
         Writer {
             queue: OnceLock::new(),
             in_flight: Arc::new(Semaphore::new(GROUPS_IN_FLIGHT)),
+            inline: Held::new(pool.clone()),
             pool,
             counters,
         }
@@ -146,7 +151,7 @@ impl Writer {
             && let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned()
         {
             let mut answers =
-                commit_group(&self.pool, &self.counters, std::slice::from_ref(&job)).await;
+                commit_group(&self.inline, &self.counters, std::slice::from_ref(&job)).await;
             drop(permit);
             return answers.remove(0);
         }
@@ -166,29 +171,25 @@ impl Writer {
 
 /// Starts the writer and gives the queue it reads.
 ///
-/// On a thread of its own, with a single-threaded runtime and a pool of its own
-/// ([`GROUPS_IN_FLIGHT`] connections, on `pool`'s server, credentials and application name):
-/// under load the application's runtime is busy answering and verifying requests, and (the
+/// On a thread of its own, with a single-threaded runtime and connections of its own
+/// ([`Held`]: at most [`GROUPS_IN_FLIGHT`], opened as `pool` opens its own): under load the application's runtime is busy answering and verifying requests, and (the
 /// likely cause, inferred rather than traced) a group's five round trips each waited there for
 /// a worker to notice the database had answered and then for its turn behind those requests.
 /// `pg_stat_activity` showed the group's backend idle in transaction, waiting for wharf, while
 /// a fifth of the machine was idle; single envelopes from 64 producers went ×1.18 faster on
 /// this thread (BENCHMARKS.md, 2026-12-07 afternoon). The thread sleeps in its own poll for the
 /// database's answers, so the kernel wakes it as each one arrives. Where no thread or runtime
-/// can be made, the writer runs as a task of the caller's runtime on `pool`, as it did before.
+/// can be made, the writer runs as a task of the caller's runtime, as it did before.
 ///
-/// Not the executor's `own_pool`: that gives its connections a name of their own and drops the
-/// ping before each acquire; these keep the application's name, which `wharf restore` looks
-/// for among running processes, and the ping, as the application's pool has it (without it,
-/// ×1.04 within the noise, and a dead connection after a restart found another way).
+/// Not the executor's `own_pool`: that gives its connections a name of their own; these keep
+/// the application's name, which `wharf restore` looks for among running processes.
 fn start(
     pool: &PgPool,
     in_flight: &Arc<Semaphore>,
     counters: &Arc<Counters>,
 ) -> mpsc::Sender<(Job, Reply)> {
     let (send, receive) = mpsc::channel(QUEUE_JOBS_MAX);
-    let options = (*pool.connect_options()).clone();
-    let acquire_timeout = pool.options().get_acquire_timeout();
+    let thread_pool = pool.clone();
     let (thread_in_flight, thread_counters) = (Arc::clone(in_flight), Arc::clone(counters));
     let started = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -198,17 +199,13 @@ fn start(
                 .name("wharf-inbox-writer".into())
                 .spawn(move || {
                     runtime.block_on(async move {
-                        // Made here: a pool's connections belong to the runtime that opens
-                        // them, and their answers must wake this thread.
-                        let pool = sqlx::postgres::PgPoolOptions::new()
-                            .max_connections(GROUPS_IN_FLIGHT as u32)
-                            .min_connections(0)
-                            .acquire_timeout(acquire_timeout)
-                            .connect_lazy_with(options);
+                        // Opened on this runtime: a connection's answers wake the runtime that
+                        // opened it, and they must wake this thread.
+                        let held = Arc::new(Held::new(thread_pool));
                         run(
                             receive,
                             Arc::clone(&thread_in_flight),
-                            pool.clone(),
+                            Arc::clone(&held),
                             thread_counters,
                         )
                         .await;
@@ -216,7 +213,7 @@ fn start(
                         // runtime (and the tasks it runs them on) is dropped: a request that
                         // gave up is committed all the same, as on any runtime.
                         let _ = thread_in_flight.acquire_many(GROUPS_IN_FLIGHT as u32).await;
-                        pool.close().await;
+                        held.close_all().await;
                     });
                 })
         });
@@ -228,7 +225,7 @@ fn start(
             tokio::spawn(run(
                 receive,
                 Arc::clone(in_flight),
-                pool.clone(),
+                Arc::new(Held::new(pool.clone())),
                 Arc::clone(counters),
             ));
             send
@@ -241,7 +238,7 @@ fn start(
 async fn run(
     mut queue: mpsc::Receiver<(Job, Reply)>,
     in_flight: Arc<Semaphore>,
-    pool: PgPool,
+    held: Arc<Held>,
     counters: Arc<Counters>,
 ) {
     loop {
@@ -263,10 +260,10 @@ async fn run(
                 Err(_) => break,
             }
         }
-        let (pool, counters) = (pool.clone(), Arc::clone(&counters));
+        let (held, counters) = (Arc::clone(&held), Arc::clone(&counters));
         tokio::spawn(async move {
             let (jobs, replies): (Vec<Job>, Vec<Reply>) = group.into_iter().unzip();
-            let answers = commit_group(&pool, &counters, &jobs).await;
+            let answers = commit_group(&held, &counters, &jobs).await;
             for (reply, answer) in replies.into_iter().zip(answers) {
                 // A request that gave up (its client went away) is committed all the same.
                 let _ = reply.send(answer);
@@ -278,18 +275,18 @@ async fn run(
 
 /// Commits `jobs` together, or (when that provably committed nothing) one by one.
 async fn commit_group(
-    pool: &PgPool,
+    held: &Held,
     counters: &Counters,
     jobs: &[Job],
 ) -> Vec<Result<Answered, CommitError>> {
-    match attempt(pool, counters, jobs).await {
+    match attempt_on(held, counters, jobs).await {
         Ok(answers) => answers.into_iter().map(Ok).collect(),
         Err(e) if jobs.len() > 1 && e.committed() == Committed::No => {
             tracing::debug!(error = %e, jobs = jobs.len(), "group commit failed, nothing committed; each request is tried alone");
             let mut answers = Vec::with_capacity(jobs.len());
             for job in jobs {
                 answers.push(
-                    attempt(pool, counters, std::slice::from_ref(job))
+                    attempt_on(held, counters, std::slice::from_ref(job))
                         .await
                         .map(|mut one| one.remove(0)),
                 );
@@ -318,19 +315,31 @@ struct Slot {
     truncated: bool,
 }
 
+/// [`attempt`] on a connection of `held`'s, given back to it afterwards.
+async fn attempt_on(
+    held: &Held,
+    counters: &Counters,
+    jobs: &[Job],
+) -> Result<Vec<Answered>, CommitError> {
+    let mut conn = held.take().await.map_err(CommitError::before_commit)?;
+    let answers = attempt(&mut conn, counters, jobs).await;
+    held.give_back(conn, answers.is_ok());
+    answers
+}
+
 /// One transaction for `jobs`: lock, read, decide, write, commit. One answer per job.
 async fn attempt(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     counters: &Counters,
     jobs: &[Job],
 ) -> Result<Vec<Answered>, CommitError> {
     if let Some((job, candidate)) = presumable(jobs)
-        && let Some(answer) = store_presumed(pool, counters, job, candidate).await?
+        && let Some(answer) = store_presumed(&mut *conn, counters, job, candidate).await?
     {
         return Ok(vec![answer]);
     }
     let before = CommitError::before_commit;
-    let mut tx = pool.begin_with(BEGIN).await.map_err(before)?;
+    let mut tx = conn.begin_with(BEGIN).await.map_err(before)?;
     bump(&counters.stream_transactions);
 
     // Step 7: the streams, each once, locked in stream id order.
@@ -442,7 +451,7 @@ fn presumable(jobs: &[Job]) -> Option<(&Job, &Candidate)> {
 /// one; anything else (a first envelope on a new stream, a duplicate, a gap, a revoked key)
 /// pays one statement more than before, which wrote nothing.
 async fn store_presumed(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     counters: &Counters,
     job: &Job,
     candidate: &Candidate,
@@ -483,7 +492,7 @@ async fn store_presumed(
         public_key: &candidate.public_key,
     };
     bump(&counters.stream_transactions);
-    let stored = store::store_presumed(pool, &presumption, &write)
+    let stored = store::store_presumed(conn, &presumption, &write)
         .await
         .map_err(CommitError::at_commit)?;
     Ok(stored.then(|| answers(counters, decided, &[0], &[e.producer_sequence]).remove(0)))

@@ -89,6 +89,7 @@ mod credentials;
 mod decode;
 mod error;
 mod group;
+mod held;
 #[cfg(feature = "testing")]
 pub(crate) use group::BEGIN as GROUP_BEGIN;
 mod ingest;
@@ -113,6 +114,7 @@ pub use credentials::{
 };
 pub use error::Error;
 pub use group::{GROUP_ENVELOPES_MAX, GROUPS_IN_FLIGHT};
+pub use held::IDLE_CHECK_AFTER_MS as CONNECTION_IDLE_CHECK_AFTER_MS;
 pub use keys::{
     GeneratedKey, KEY_REMOVALS_PER_RUN_MAX, KEY_REPLAY_WINDOW_DEFAULT_S, KeyInfo, KeyUse, add_key,
     generate_key, key_from_base64, key_to_base64, key_usable, list_keys, remove_key,

@@ -814,3 +814,84 @@ async fn the_presumed_store_writes_only_where_every_presumption_holds() {
     assert_eq!(fx.counts().await.identities, before.identities);
     assert_eq!(cursor(&fx).await, "2");
 }
+
+/// Ends every other client session of the test's database (as a restart of the server would),
+/// and says how many.
+async fn end_other_sessions(fx: &Fx) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid()
+            AND backend_type = 'client backend'",
+    )
+    .fetch_one(fx.pool())
+    .await
+    .unwrap()
+}
+
+/// The writer's connections are held between commits, not pooled (`inbox/held.rs`), so nothing
+/// pings them at every use; one idle past its check is pinged before it is used, so a session
+/// the server ended meanwhile is replaced and the request does not fail.
+#[tokio::test]
+async fn a_connection_the_server_ended_while_it_was_idle_is_replaced_before_use() {
+    let fx = Fx::new().await;
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+    assert!(end_other_sessions(&fx).await >= 1, "no session to end");
+    tokio::time::sleep(Duration::from_millis(
+        inbox::CONNECTION_IDLE_CHECK_AFTER_MS + 200,
+    ))
+    .await;
+    let answer = fx.send(&fx.body(2)).await;
+    assert_eq!(
+        (answer.status, answer.acknowledged_sequence),
+        (Status::Outcome(Outcome::AcceptDelayed), Some(2)),
+        "{}",
+        answer.reason
+    );
+}
+
+/// A request whose transaction failed leaves no session in a transaction: its connection is
+/// closed, not kept for the next commit (sqlx only queues a dropped transaction's ROLLBACK
+/// for the connection's next use, and a held connection may wait long for that), so what it
+/// had locked is free at once.
+#[tokio::test]
+async fn a_request_whose_transaction_failed_leaves_no_session_in_a_transaction() {
+    let fx = Fx::new().await;
+    sqlx::raw_sql(
+        "CREATE FUNCTION pg_temp_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.idempotency_key = 'poison' THEN RAISE EXCEPTION 'injected fault'; END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER inbox_test_fault BEFORE INSERT ON wharf.inbox_identities
+           FOR EACH ROW EXECUTE FUNCTION pg_temp_fault();",
+    )
+    .execute(fx.pool())
+    .await
+    .unwrap();
+    // A first envelope takes the ordinary way (a transaction that creates and locks its
+    // stream), and fails there at the write.
+    let mut poisoned = fx.envelope(1);
+    poisoned.idempotency_key = "poison".into();
+    let answer = fx.send(&fx.signed(&poisoned)).await;
+    assert_eq!(answer.status, Status::Unavailable, "{}", answer.reason);
+    let started = std::time::Instant::now();
+    loop {
+        let in_transaction: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+        )
+        .fetch_one(fx.pool())
+        .await
+        .unwrap();
+        if in_transaction == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{in_transaction} session(s) still in the failed transaction"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The stream it had begun is free: the producer's first envelope now stores.
+    assert!(fx.send(&fx.body(1)).await.is_acknowledged());
+}
