@@ -295,18 +295,7 @@ async fn a_failed_group_commits_nothing_and_fails_only_the_request_that_broke_it
     );
     // A fault only one envelope meets: its identity insert fails, so the statement that writes
     // the whole group fails, before COMMIT.
-    sqlx::raw_sql(
-        "CREATE FUNCTION pg_temp_fault() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN
-           IF NEW.idempotency_key = 'poison' THEN RAISE EXCEPTION 'injected fault'; END IF;
-           RETURN NEW;
-         END $$;
-         CREATE TRIGGER inbox_test_fault BEFORE INSERT ON wharf.inbox_identities
-           FOR EACH ROW EXECUTE FUNCTION pg_temp_fault();",
-    )
-    .execute(fx.pool())
-    .await
-    .unwrap();
+    poison_identity_inserts(&fx).await;
     let others: Vec<String> = {
         let mut tokens = Vec::new();
         for s in 0..3 {
@@ -815,6 +804,24 @@ async fn the_presumed_store_writes_only_where_every_presumption_holds() {
     assert_eq!(cursor(&fx).await, "2");
 }
 
+/// A fault only an envelope with the idempotency key `poison` meets: its identity's insert
+/// fails, and with it the statement that writes its group (`DROP TRIGGER inbox_test_fault ON
+/// wharf.inbox_identities` ends it).
+async fn poison_identity_inserts(fx: &Fx) {
+    sqlx::raw_sql(
+        "CREATE FUNCTION pg_temp_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.idempotency_key = 'poison' THEN RAISE EXCEPTION 'injected fault'; END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER inbox_test_fault BEFORE INSERT ON wharf.inbox_identities
+           FOR EACH ROW EXECUTE FUNCTION pg_temp_fault();",
+    )
+    .execute(fx.pool())
+    .await
+    .unwrap();
+}
+
 /// Ends every other client session of the test's database (as a restart of the server would),
 /// and says how many.
 async fn end_other_sessions(fx: &Fx) -> i64 {
@@ -856,18 +863,7 @@ async fn a_connection_the_server_ended_while_it_was_idle_is_replaced_before_use(
 #[tokio::test]
 async fn a_request_whose_transaction_failed_leaves_no_session_in_a_transaction() {
     let fx = Fx::new().await;
-    sqlx::raw_sql(
-        "CREATE FUNCTION pg_temp_fault() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN
-           IF NEW.idempotency_key = 'poison' THEN RAISE EXCEPTION 'injected fault'; END IF;
-           RETURN NEW;
-         END $$;
-         CREATE TRIGGER inbox_test_fault BEFORE INSERT ON wharf.inbox_identities
-           FOR EACH ROW EXECUTE FUNCTION pg_temp_fault();",
-    )
-    .execute(fx.pool())
-    .await
-    .unwrap();
+    poison_identity_inserts(&fx).await;
     // A first envelope takes the ordinary way (a transaction that creates and locks its
     // stream), and fails there at the write.
     let mut poisoned = fx.envelope(1);
