@@ -172,9 +172,10 @@ impl Writer {
 /// Starts the writer and gives the queue it reads.
 ///
 /// On a thread of its own, with a single-threaded runtime and connections of its own
-/// ([`Held`]: at most [`GROUPS_IN_FLIGHT`], opened as `pool` opens its own): under load the application's runtime is busy answering and verifying requests, and (the
-/// likely cause, inferred rather than traced) a group's five round trips each waited there for
-/// a worker to notice the database had answered and then for its turn behind those requests.
+/// ([`Held`]: at most [`GROUPS_IN_FLIGHT`], opened as `pool` opens its own): under load the
+/// application's runtime is busy answering and verifying requests, and (the likely cause,
+/// inferred rather than traced) a group's round trips each waited there for a worker to notice
+/// the database had answered and then for its turn behind those requests.
 /// `pg_stat_activity` showed the group's backend idle in transaction, waiting for wharf, while
 /// a fifth of the machine was idle; single envelopes from 64 producers went ×1.18 faster on
 /// this thread (BENCHMARKS.md, 2026-12-07 afternoon). The thread sleeps in its own poll for the
