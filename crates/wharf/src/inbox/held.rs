@@ -8,7 +8,7 @@
 //! out (`test_before_acquire`, on by default, as the application's pool has it) and another
 //! whenever one comes back (always, whatever the options), so a lone envelope's store, one
 //! round trip of its own, cost three. Held connections cost none of those: one stream went
-//! ×1.30 (BENCHMARKS.md, 2026-12-07 evening).
+//! ×1.15 in five rounds A-B (BENCHMARKS.md, 2026-12-07 evening).
 //!
 //! What the pool's two round trips were for, kept here another way:
 //! - A connection is checked before use (a ping) when it has been idle for longer than
