@@ -68,6 +68,7 @@ pub use sqlx;
 
 pub mod commit;
 pub mod console;
+mod held;
 pub mod inbox;
 pub mod migrate;
 pub mod outbound;

@@ -46,13 +46,13 @@ use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use wharf_core::inbox::{Identity, Known, Outcome, Refusal, StreamRun, StreamState};
 
-use super::held::Held;
 use super::ingest::{Candidate, Decided, Done, Item};
 use super::keys::{KeyUse, key_usable};
 use super::response::Original;
 use super::streams::{CURSOR_WALK_ROWS_MAX, walk_cursor};
 use super::{Counters, Route, VerifiedIdentity, bump};
 use crate::commit::{CommitError, Committed};
+use crate::held::Held;
 use crate::store::inbox::{
     self as store, AuditScope, GroupContext, GroupQuery, GroupWrite, LockedOne, LoneQuery,
     StreamKey, StreamKeys, StreamRow, VerifyKeyRow,
@@ -132,7 +132,7 @@ impl Writer {
         Writer {
             queue: OnceLock::new(),
             in_flight: Arc::new(Semaphore::new(GROUPS_IN_FLIGHT)),
-            inline: Held::new(pool.clone()),
+            inline: Held::like(pool.clone(), GROUPS_IN_FLIGHT),
             pool,
             counters,
         }
@@ -202,7 +202,7 @@ fn start(
                     runtime.block_on(async move {
                         // Opened on this runtime: a connection's answers wake the runtime that
                         // opened it, and they must wake this thread.
-                        let held = Arc::new(Held::new(thread_pool));
+                        let held = Arc::new(Held::like(thread_pool, GROUPS_IN_FLIGHT));
                         run(
                             receive,
                             Arc::clone(&thread_in_flight),
@@ -226,7 +226,7 @@ fn start(
             tokio::spawn(run(
                 receive,
                 Arc::clone(in_flight),
-                Arc::new(Held::new(pool.clone())),
+                Arc::new(Held::like(pool.clone(), GROUPS_IN_FLIGHT)),
                 Arc::clone(counters),
             ));
             send

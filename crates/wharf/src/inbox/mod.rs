@@ -89,7 +89,6 @@ mod credentials;
 mod decode;
 mod error;
 mod group;
-mod held;
 #[cfg(feature = "testing")]
 pub(crate) use group::BEGIN as GROUP_BEGIN;
 mod ingest;
@@ -107,6 +106,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
+pub use crate::held::IDLE_CHECK_AFTER_MS as CONNECTION_IDLE_CHECK_AFTER_MS;
 pub use cache::{CACHE_ENTRIES_MAX, CACHE_TTL};
 pub use credentials::{
     CredentialInfo, IssuedCredential, TOKEN_PREFIX, VerifiedIdentity, authenticate, create_tenant,
@@ -114,7 +114,6 @@ pub use credentials::{
 };
 pub use error::Error;
 pub use group::{GROUP_ENVELOPES_MAX, GROUPS_IN_FLIGHT};
-pub use held::IDLE_CHECK_AFTER_MS as CONNECTION_IDLE_CHECK_AFTER_MS;
 pub use keys::{
     GeneratedKey, KEY_REMOVALS_PER_RUN_MAX, KEY_REPLAY_WINDOW_DEFAULT_S, KeyInfo, KeyUse, add_key,
     generate_key, key_from_base64, key_to_base64, key_usable, list_keys, remove_key,

@@ -28,7 +28,7 @@ use chrono::{DateTime, Utc};
 use futures::FutureExt;
 use rand::Rng;
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::attempt::{Attempt, FenceStage};
@@ -40,6 +40,7 @@ use super::fences::Fences;
 use super::kind::{ClaimBudget, Registry};
 use super::metrics;
 use super::pause::{self, PauseSet};
+use crate::held::Held;
 use crate::store;
 
 mod config;
@@ -148,10 +149,13 @@ struct Inner {
     /// test round trip before each statement: a dead connection shows up as the statement's
     /// error, which every caller handles anyway.
     statements: PgPool,
-    /// The claim statement's own connections (at most `claims_in_flight_max`): it keeps one
-    /// generic plan per connection, under settings that fix that plan's shape
-    /// ([`store::outbox::CLAIM_SESSION_OPTIONS`]), so a claim is not planned on every call.
-    claims: PgPool,
+    /// The claim statement's own connections (one per claim in flight, at most
+    /// `claims_in_flight_max` kept): it keeps one generic plan per connection, under settings
+    /// that fix that plan's shape ([`store::outbox::CLAIM_SESSION_OPTIONS`]), so a claim is not
+    /// planned on every call. Held, not pooled: a pool pings every connection that comes back
+    /// before it lends it again, and with one claim in flight the next claim waited for that
+    /// round trip (`crate::held`).
+    claims: Held,
     registry: Arc<Registry>,
     config: ExecutorConfig,
     global: Arc<Semaphore>,
@@ -212,7 +216,7 @@ impl Executor {
             })
             .collect();
         let statements = statement_pool(&pool);
-        let claims = claim_pool(&pool, config.claims_in_flight_max);
+        let claims = claim_connections(&pool, &statements, config.claims_in_flight_max);
         Ok(Executor {
             inner: Arc::new(Inner {
                 statements,
@@ -564,18 +568,31 @@ impl Executor {
         let mut tries = 0;
         loop {
             let claimed = match &tenant_caps {
-                None => {
-                    store::outbox::claim(
-                        &self.inner.claims,
-                        want,
-                        c.lease_ms,
-                        now,
-                        kinds,
-                        c.claim_scan_max,
-                        &fence_kinds,
-                    )
-                    .await
-                }
+                None => match self.inner.claims.take().await {
+                    Ok(mut conn) => {
+                        let claimed = store::outbox::claim(
+                            &mut conn,
+                            want,
+                            c.lease_ms,
+                            now,
+                            kinds,
+                            c.claim_scan_max,
+                            &fence_kinds,
+                        )
+                        .await;
+                        // A race's unique violation (below) leaves the session idle and its
+                        // plan worth keeping; anything else closes it, a session the server
+                        // ended (57P01 arrives as a database error) among them.
+                        let clean = match &claimed {
+                            Ok(_) => true,
+                            Err(sqlx::Error::Database(e)) => e.is_unique_violation(),
+                            Err(_) => false,
+                        };
+                        self.inner.claims.give_back(conn, clean);
+                        claimed
+                    }
+                    Err(e) => Err(e),
+                },
                 Some(tenant_caps) => {
                     store::outbox::claim_capped(
                         &self.inner.statements,
@@ -798,7 +815,7 @@ fn statement_pool(pool: &PgPool) -> PgPool {
     // drain: a generic plan is made once per connection, and one made while the table was empty
     // (a fresh install, a drained queue) scanned it whole once it had grown, claims of 100 rows
     // taking 8 s in a latency run. Only the claim, whose plan's shape its session settings fix,
-    // keeps a generic plan (`claim_pool`); the completion needs its hash join.
+    // keeps a generic plan (`claim_connections`); the completion needs its hash join.
     own_pool(
         pool,
         "wharf executor",
@@ -807,14 +824,18 @@ fn statement_pool(pool: &PgPool) -> PgPool {
     )
 }
 
-/// The claim statement's pool: `connections` of them (one per claim in flight), each with
-/// [`store::outbox::CLAIM_SESSION_OPTIONS`].
-fn claim_pool(pool: &PgPool, connections: u32) -> PgPool {
-    own_pool(
-        pool,
-        "wharf executor claims",
-        &store::outbox::CLAIM_SESSION_OPTIONS,
-        connections.max(1),
+/// The claim statement's connections: opened as `pool` opens its own, with
+/// [`store::outbox::CLAIM_SESSION_OPTIONS`], following the executor's `statements` pool (its
+/// acquire timeout, and never closed while the executor lives); `connections` of them kept.
+fn claim_connections(pool: &PgPool, statements: &PgPool, connections: u32) -> Held {
+    Held::with_options(
+        statements.clone(),
+        own_options(
+            pool,
+            "wharf executor claims",
+            &store::outbox::CLAIM_SESSION_OPTIONS,
+        ),
+        connections.max(1) as usize,
     )
 }
 
@@ -822,14 +843,20 @@ fn claim_pool(pool: &PgPool, connections: u32) -> PgPool {
 /// made lazily, each with the session `settings`, and no test round trip before each
 /// statement (a dead connection shows up as the statement's error, which every caller handles).
 fn own_pool(pool: &PgPool, name: &str, settings: &[(&str, &str)], connections: u32) -> PgPool {
-    let options = (*pool.connect_options())
-        .clone()
-        .application_name(name)
-        .options(settings.iter().copied());
+    let options = own_options(pool, name, settings);
     PgPoolOptions::new()
         .max_connections(connections)
         .min_connections(0)
         .test_before_acquire(false)
         .acquire_timeout(pool.options().get_acquire_timeout())
         .connect_lazy_with(options)
+}
+
+/// `pool`'s connect options (server, credentials), under the application name `name` and with
+/// the session `settings`.
+fn own_options(pool: &PgPool, name: &str, settings: &[(&str, &str)]) -> PgConnectOptions {
+    (*pool.connect_options())
+        .clone()
+        .application_name(name)
+        .options(settings.iter().copied())
 }

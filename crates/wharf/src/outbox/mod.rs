@@ -44,6 +44,7 @@ mod ops;
 mod pause;
 mod request;
 
+pub use crate::held::IDLE_CHECK_AFTER_MS as CONNECTION_IDLE_CHECK_AFTER_MS;
 pub use attempt::{Attempt, Fence, FenceRefused, ReadOnly};
 pub use decide::{DEFER_MS_MAX, READBACK_REF_BYTES_MAX};
 pub use error::Error;

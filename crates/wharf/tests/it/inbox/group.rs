@@ -835,7 +835,7 @@ async fn end_other_sessions(fx: &Fx) -> i64 {
     .unwrap()
 }
 
-/// The writer's connections are held between commits, not pooled (`inbox/held.rs`), so nothing
+/// The writer's connections are held between commits, not pooled (`held.rs`), so nothing
 /// pings them at every use; one idle past its check is pinged before it is used, so a session
 /// the server ended meanwhile is replaced and the request does not fail.
 #[tokio::test]

@@ -621,3 +621,59 @@ async fn fences_under_a_test_clock_are_decided_on_that_clock() {
     assert_eq!(fake.seen().len(), 1);
     assert_eq!(view(&db.pool, id).await.state, ActionState::Done);
 }
+
+/// The claim's sessions, by their application name.
+async fn claim_sessions(pool: &sqlx::PgPool) -> Vec<i32> {
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name = 'wharf executor claims'
+          ORDER BY pid",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// The claim's connection is held between claims, not pooled (`held.rs`): the same session
+/// serves claim after claim, with no ping between them. One that sat idle past its check is
+/// pinged before it is used, so a session the server ended meanwhile (a restart, an idle
+/// timeout) is replaced and the claim does not fail.
+#[tokio::test]
+async fn the_claim_keeps_its_session_and_replaces_one_the_server_ended_while_it_was_idle() {
+    let db = TestDb::new().await;
+    let (registry, fake, ..) = registry();
+    let ex = executor(&db.pool, &registry);
+    enqueue(&db.pool, &registry, req("lane", "a")).await;
+    assert_eq!(ex.drain().await.unwrap().attempts, 1);
+    let first = claim_sessions(&db.pool).await;
+    assert_eq!(
+        first.len(),
+        1,
+        "one claim in flight, one session kept: {first:?}"
+    );
+    enqueue(&db.pool, &registry, req("lane", "b")).await;
+    assert_eq!(ex.drain().await.unwrap().attempts, 1);
+    assert_eq!(
+        claim_sessions(&db.pool).await,
+        first,
+        "the session was not kept"
+    );
+
+    let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(first[0])
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(ended);
+    tokio::time::sleep(Duration::from_millis(
+        wharf::outbox::CONNECTION_IDLE_CHECK_AFTER_MS + 200,
+    ))
+    .await;
+    enqueue(&db.pool, &registry, req("lane", "c")).await;
+    let report = ex.drain().await.expect("the claim used the ended session");
+    assert_eq!(report.attempts, 1);
+    assert_eq!(fake.seen().len(), 3);
+    let now = claim_sessions(&db.pool).await;
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now, first);
+}
