@@ -553,6 +553,38 @@ impl Executor {
         }
     }
 
+    /// The plain claim (`claim.sql`) on one of the claim's held connections, given back after.
+    async fn claim_plain(
+        &self,
+        want: u32,
+        now: Option<DateTime<Utc>>,
+        kinds: &[&str],
+        fence_kinds: &[&str],
+    ) -> Result<Vec<ClaimedRow>, sqlx::Error> {
+        let c = &self.inner.config;
+        let mut conn = self.inner.claims.take().await?;
+        let claimed = store::outbox::claim(
+            &mut conn,
+            want,
+            c.lease_ms,
+            now,
+            kinds,
+            c.claim_scan_max,
+            fence_kinds,
+        )
+        .await;
+        // A race's unique violation (`claim_rows` retries it) leaves the session idle and its
+        // plan worth keeping; anything else closes it, a session the server ended (57P01
+        // arrives as a database error) among them.
+        let clean = match &claimed {
+            Ok(_) => true,
+            Err(sqlx::Error::Database(e)) => e.is_unique_violation(),
+            Err(_) => false,
+        };
+        self.inner.claims.give_back(conn, clean);
+        claimed
+    }
+
     async fn claim_rows(
         &self,
         want: u32,
@@ -568,31 +600,7 @@ impl Executor {
         let mut tries = 0;
         loop {
             let claimed = match &tenant_caps {
-                None => match self.inner.claims.take().await {
-                    Ok(mut conn) => {
-                        let claimed = store::outbox::claim(
-                            &mut conn,
-                            want,
-                            c.lease_ms,
-                            now,
-                            kinds,
-                            c.claim_scan_max,
-                            &fence_kinds,
-                        )
-                        .await;
-                        // A race's unique violation (below) leaves the session idle and its
-                        // plan worth keeping; anything else closes it, a session the server
-                        // ended (57P01 arrives as a database error) among them.
-                        let clean = match &claimed {
-                            Ok(_) => true,
-                            Err(sqlx::Error::Database(e)) => e.is_unique_violation(),
-                            Err(_) => false,
-                        };
-                        self.inner.claims.give_back(conn, clean);
-                        claimed
-                    }
-                    Err(e) => Err(e),
-                },
+                None => self.claim_plain(want, now, kinds, &fence_kinds).await,
                 Some(tenant_caps) => {
                     store::outbox::claim_capped(
                         &self.inner.statements,
